@@ -1,0 +1,93 @@
+"""FSMN encoder (Hou et al., Sec. II-C and III): two feedforward networks with
+memory blocks, one reading the sentence left to right and one reading it
+reversed, concatenated (no recurrence; all positions at once).
+
+Each layer, eq. (3, 5, 6) with f = ReLU::
+
+    h1_t = f(W_h x_t + b_h)
+    m_t  = f(Σ_{i=0..N} a_i h1_{t-i})                  (memory block)
+    h2_t = f(W h1_t + W~ m_t + b)
+
+``input_window: 2`` feeds two words per position ([e(x_t); e(x_{t-1})] in
+each network's reading order). ``dir_size: half`` gives each network H/2;
+``full`` gives H each, projected back to H.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from nmt.config import ModelConfig
+from nmt.modules.layers import LayerConnection
+from nmt.modules.memory_block import MemoryBlock
+
+
+class FSMNLayer(nn.Module):
+    def __init__(self, input_size: int, size: int, order: int, memory: str, dropout: float):
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.hidden = nn.Linear(input_size, size)
+        self.memory = MemoryBlock(size, order, memory)
+        self.out_hidden = nn.Linear(size, size)
+        self.out_memory = nn.Linear(size, size, bias=False)
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        h1 = torch.relu(self.hidden(self.dropout(x))) * mask.unsqueeze(-1)
+        m = self.memory(h1)
+        return torch.relu(self.out_hidden(self.dropout(h1)) + self.out_memory(self.dropout(m)))
+
+
+def previous_word_window(x: Tensor, window: int) -> Tensor:
+    """[x_t; x_{t-1}] per position (zeros before the first word) when window == 2."""
+    if window == 1:
+        return x
+    shifted = torch.cat([torch.zeros_like(x[:, :1]), x[:, :-1]], dim=1)
+    return torch.cat([x, shifted], dim=-1)
+
+
+def reverse_padded(x: Tensor, mask: Tensor) -> Tensor:
+    """Reverse each sequence within its length, keeping padding at the end."""
+    lengths = mask.sum(dim=1, keepdim=True)
+    positions = torch.arange(x.size(1), device=x.device).unsqueeze(0)
+    index = torch.where(positions < lengths, lengths - 1 - positions, positions)
+    return x.gather(1, index.unsqueeze(-1).expand_as(x))
+
+
+class FSMNEncoder(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        hidden = cfg.hidden
+        self.window = cfg.input_window
+        directions = 2 if cfg.bidirectional else 1
+        size = hidden // 2 if cfg.bidirectional and cfg.dir_size == "half" else hidden
+        self.networks = nn.ModuleList()
+        for _ in range(directions):
+            layers = nn.ModuleList()
+            connections = nn.ModuleList()
+            for layer in range(cfg.enc_layers):
+                input_size = cfg.emb * self.window if layer == 0 else size
+                layers.append(FSMNLayer(input_size, size, cfg.order, cfg.memory, cfg.dropout))
+                connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
+            self.networks.append(nn.ModuleDict({"layers": layers, "connections": connections}))
+        total = size * directions
+        self.projection = nn.Linear(total, hidden) if total != hidden else nn.Identity()
+        self.output_size = hidden
+
+    @property
+    def weight_matrices(self) -> int:
+        return 3  # W_h, W, W~ per layer
+
+    def _run(self, network: nn.ModuleDict, x: Tensor, mask: Tensor) -> Tensor:
+        x = previous_word_window(x, self.window)
+        for layer, connection in zip(network["layers"], network["connections"]):
+            x = connection(layer(x, mask), x)
+        return x
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        outputs = [self._run(self.networks[0], x, mask)]
+        if len(self.networks) == 2:
+            backward = self._run(self.networks[1], reverse_padded(x, mask), mask)
+            outputs.append(reverse_padded(backward, mask))
+        out = self.projection(torch.cat(outputs, dim=-1))
+        return out * mask.unsqueeze(-1).to(out.dtype)

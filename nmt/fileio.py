@@ -1,0 +1,44 @@
+"""Crash-safe file writing: write a temporary file next to the target, then rename it into place.
+
+A crash, a full disk or a concurrent reader never sees a half-written file:
+``os.replace`` is atomic within one filesystem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a temporary path in ``path``'s directory, fsync it, rename it to ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> None:
+    """UTF-8 text, one line per item, '\\n' line ends."""
+    text = "".join(line + "\n" for line in lines)
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8", newline="\n"))
+
+
+def write_json(path: str | os.PathLike, data: dict) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2), encoding="utf-8"))

@@ -1,0 +1,78 @@
+"""The attentional encoder-decoder: embeddings, encoder, decoder, softmax.
+
+``Seq2Seq`` is built from a ``ModelConfig`` alone (plus vocabulary sizes),
+so a checkpoint's config rebuilds the exact model.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.config import ModelConfig
+from nmt.decoders import Memory, make_decoder
+from nmt.encoders import make_encoder
+
+PAD = 0
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int):
+        super().__init__()
+        self.cfg = cfg
+        self.src_embed = nn.Embedding(src_vocab, cfg.emb, padding_idx=PAD)
+        self.tgt_embed = nn.Embedding(tgt_vocab, cfg.emb, padding_idx=PAD)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = make_encoder(cfg)
+        self.decoder = make_decoder(cfg, self.encoder.output_size)
+        self.generator = nn.Linear(cfg.emb, tgt_vocab)
+        if cfg.tie_embeddings:
+            self.generator.weight = self.tgt_embed.weight
+
+    # --- reporting ---------------------------------------------------------------
+
+    @property
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # tied weights are counted once
+
+    @property
+    def weight_matrices(self) -> int:
+        """Weight matrices of one recurrent unit, counted as in the ATR paper (LSTM 8, GRU 6, RAN 4, ATR 2)."""
+        return self.encoder.weight_matrices
+
+    # --- computation -------------------------------------------------------------
+
+    def embed_target(self, y: Tensor) -> Tensor:
+        return self.dropout(self.tgt_embed(y))
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        states = self.encoder(self.dropout(self.src_embed(src)), src_mask)
+        return self.decoder.prepare({"states": states, "mask": src_mask})
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
+        """Teacher-forced logits (B, T, V)."""
+        memory = self.encode(src, src_mask)
+        return self.generator(self.decoder(memory, self.embed_target(tgt_in), tgt_mask))
+
+    def loss(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_mask: Tensor,
+             label_smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
+        """(summed cross-entropy, summed negative log-likelihood) over real target tokens."""
+        logits = self.forward(src, src_mask, tgt_in, tgt_mask)
+        flat_logits = logits.reshape(-1, logits.size(-1))
+        flat_target = tgt_out.masked_fill(~tgt_mask, -100).reshape(-1)
+        nll = F.cross_entropy(flat_logits, flat_target, ignore_index=-100, reduction="sum")
+        if label_smoothing == 0.0:
+            return nll, nll.detach()
+        smoothed = F.cross_entropy(flat_logits, flat_target, ignore_index=-100, reduction="sum",
+                                   label_smoothing=label_smoothing)
+        return smoothed, nll.detach()
+
+    def step_log_probs(self, memory: Memory, y_prev: Tensor, state: dict) -> tuple[Tensor, dict]:
+        """One decoding step: log p(y_t | y_<t, x) (B, V) and the new decoder state."""
+        o, state = self.decoder.step(memory, self.embed_target(y_prev), state)
+        return torch.log_softmax(self.generator(o), dim=-1), state
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
+    return Seq2Seq(cfg, src_vocab, tgt_vocab)

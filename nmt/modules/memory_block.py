@@ -1,0 +1,59 @@
+"""FSMN memory block (Hou et al., "Feedforward Sequential Memory Networks
+based Encoder-Decoder Model for Machine Translation", eq. 5)::
+
+    scalar:  m_t = f(Σ_{i=0..N} a_i   h_{t-i})       one coefficient per tap
+    vector:  m_t = f(Σ_{i=0..N} a_i ⊙ h_{t-i})       one per tap and dimension
+
+with f = ReLU and zero padding for t <= N. A causal depthwise convolution
+over time, so whole sequences are computed at once; ``step`` keeps the last
+N inputs for incremental decoding.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class MemoryBlock(nn.Module):
+    def __init__(self, size: int, order: int, kind: str = "scalar"):
+        super().__init__()
+        self.size = size
+        self.order = order
+        shape = (order + 1,) if kind == "scalar" else (order + 1, size)
+        # Start as a moving average over the window; learning shapes the filter.
+        self.taps = nn.Parameter(torch.full(shape, 1.0 / (order + 1)))
+
+    def _filter(self) -> Tensor:
+        """Taps as (size, order+1): column i multiplies h_{t-i}."""
+        taps = self.taps if self.taps.dim() == 2 else self.taps.unsqueeze(1).expand(-1, self.size)
+        return taps.t()
+
+    def forward(self, h: Tensor) -> Tensor:
+        """h (B, T, H) -> m (B, T, H); position t sees h_{t-N} .. h_t."""
+        weight = self._filter().flip(1).unsqueeze(1)  # conv1d correlates: oldest input meets a_N
+        padded = F.pad(h.transpose(1, 2), (self.order, 0))
+        return torch.relu(F.conv1d(padded, weight, groups=self.size)).transpose(1, 2)
+
+    def initial_buffer(self, batch: int, like: Tensor) -> Tensor:
+        return like.new_zeros(batch, self.order, self.size)
+
+    def step(self, h_t: Tensor, buffer: Tensor) -> tuple[Tensor, Tensor]:
+        """h_t (B, H), buffer (B, N, H) of h_{t-N}..h_{t-1} -> m_t, new buffer."""
+        window = torch.cat([buffer, h_t.unsqueeze(1)], dim=1)  # oldest first
+        taps = self._filter().flip(1).t()  # (N+1, H), row k multiplies window[k] = h_{t-N+k}
+        m_t = torch.relu((window * taps.unsqueeze(0)).sum(dim=1))
+        return m_t, window[:, 1:]
+
+    def reference(self, h: Tensor) -> Tensor:
+        """Plain loop over eq. (5)."""
+        taps = self._filter()  # (H, N+1)
+        out = []
+        for t in range(h.size(1)):
+            acc = torch.zeros_like(h[:, 0])
+            for i in range(self.order + 1):
+                if t - i >= 0:
+                    acc = acc + taps[:, i] * h[:, t - i]
+            out.append(torch.relu(acc))
+        return torch.stack(out, dim=1)

@@ -1,0 +1,88 @@
+"""Train one NMT model: ``python -m nmt.train --config FILE.yaml --out DIR``.
+
+Prints one line per epoch and writes DIR/metrics.json, DIR/test.hyp and the
+checkpoint DIR/checkpoint/ (which ``nmt.translate`` reads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from nmt.cli import run_main
+from nmt.config import Config, dump_config, load_config, smoke
+from nmt.errors import UserError
+
+DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m nmt.train",
+        description="Train an attentional encoder-decoder with any recurrent unit "
+                    "(lstm gru rnn ran atr sru srnmt fsmn) and evaluate it with sacreBLEU.",
+        epilog="Example: python -m nmt.train --config nmt/configs/multi30k_gru.yaml --set train.max_epochs=5 "
+               "--out runs/gru",
+    )
+    parser.add_argument("--config", type=Path, help="YAML config with sections data/model/train/decode "
+                        f"(default: {DEFAULT_CONFIG.relative_to(Path.cwd()) if DEFAULT_CONFIG.is_relative_to(Path.cwd()) else DEFAULT_CONFIG}, "
+                        "a small model on the synthetic corpus)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key with a YAML value, e.g. --set model.cell=atr "
+                             "--set data.train=[a.en,a.de] (repeatable)")
+    parser.add_argument("--out", type=Path, default=Path("runs/default"),
+                        help="output directory (default: runs/default)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="shrink data, model and epochs so any config finishes in well under a minute")
+    parser.add_argument("--threads", type=int, help="torch threads (same as --set train.threads=N)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument("--force", action="store_true", help="replace a finished run in --out")
+    parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
+    return parser
+
+
+def prepare_config(args: argparse.Namespace) -> Config:
+    overrides = list(args.overrides)
+    if args.threads is not None:
+        overrides.append(f"train.threads={args.threads}")
+    cfg = load_config(args.config if args.config is not None else DEFAULT_CONFIG, overrides)
+    return smoke(cfg) if args.smoke else cfg
+
+
+def check_out_dir(out: Path, resume: bool, force: bool) -> None:
+    finished = (out / "metrics.json").is_file()
+    started = (out / "checkpoint" / "state.pt").is_file()
+    if resume:
+        if not started:
+            raise UserError(f"--out {out}: no checkpoint to resume from; drop --resume to start a new run")
+        return
+    if finished or started:
+        if not force:
+            what = "a finished run" if finished else "an unfinished run"
+            fix = "--force to replace it" if finished else "--resume to continue it or --force to replace it"
+            raise UserError(f"--out {out} holds {what}; choose another --out, or pass {fix}")
+        shutil.rmtree(out)
+    elif out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; choose a directory")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cfg = prepare_config(args)
+    if args.print_config:
+        dump_config(cfg, "/dev/stdout")
+        return 0
+    check_out_dir(args.out, args.resume, args.force)
+    from nmt.trainer import run  # torch and data imports after argument checks: fast --help and errors
+
+    resume_from = args.out / "checkpoint" if args.resume else None
+    metrics = run(cfg, args.out, resume_from=resume_from)
+    print(f"wrote {args.out / 'metrics.json'}, {args.out / 'test.hyp'}, checkpoint {args.out / 'checkpoint'}")
+    return 0 if metrics["status"] in ("ok", "diverged") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

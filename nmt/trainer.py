@@ -1,0 +1,322 @@
+"""The training loop: one config in, a trained model and ``metrics.json`` out.
+
+Each epoch: token-bucketed batches in a (seed, epoch)-determined order, Adam
+with gradient-norm clipping, then validation (teacher-forced perplexity and
+BLEU of greedy or beam translations), the lr schedule, a checkpoint, and a
+call of ``report(metrics, checkpoint_dir)`` - the hook through which Ray Tune
+(or anything else) follows the run. A NaN/inf loss or gradient ends the run
+with status ``diverged`` instead of an exception. At the end the best
+validation model translates the test set (beam search) and is scored with
+sacreBLEU.
+
+Schedules (``train.lr_decay``):
+- ``halve``: lr *= decay_factor after every epoch (ATR paper).
+- ``plateau``: after ``plateau_patience`` epochs without improvement the
+  model and optimiser restart from the best epoch with lr *= decay_factor
+  (the SR-NMT paper's second training stage).
+- ``none``.
+Early stopping after ``patience`` epochs without improvement; budgets
+``max_epochs`` and ``max_minutes`` (training and validation wall time,
+checked after every batch).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from nmt.checkpoint import BEST, STATE, atomic_save, load_file, write_static_files
+from nmt.config import Config
+from nmt.data.batching import make_batches
+from nmt.data.pipeline import ParallelData, load_data
+from nmt.evaluate import corpus_bleu, corpus_chrf
+from nmt.fileio import write_json, write_lines
+from nmt.model import Seq2Seq, build_model
+from nmt.translator import translate
+
+ReportFn = Callable[[dict, Path], None]
+Log = Callable[[str], None]
+
+
+@dataclass
+class Progress:
+    """Everything about the run that is not a tensor; saved in every checkpoint."""
+
+    epoch: int = 0  # completed epochs
+    steps: int = 0
+    lr: float = 0.0
+    best_score: float | None = None  # valid BLEU, or -ppl with valid_metric: ppl
+    best_epoch: int = 0
+    best_valid_bleu: float = 0.0
+    best_valid_ppl: float = 0.0
+    epochs_without_improvement: int = 0
+    plateau_count: int = 0
+    train_tokens: int = 0
+    train_seconds: float = 0.0
+    elapsed_seconds: float = 0.0
+    status: str = "ok"
+    stop_reason: str = ""
+    history: list = field(default_factory=list)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device = cuda but no CUDA device is available; use auto or cpu")
+    return torch.device(name)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, out_dir: str | Path, report: ReportFn | None = None, log: Log = print,
+                 data: ParallelData | None = None):
+        self.cfg = cfg
+        self.out_dir = Path(out_dir)
+        self.checkpoint_dir = self.out_dir / "checkpoint"
+        self.report = report
+        self.log = log
+        if cfg.train.threads:
+            torch.set_num_threads(cfg.train.threads)
+        self.device = resolve_device(cfg.train.device)
+        seed_everything(cfg.train.seed)
+        self.data = data if data is not None else load_data(cfg.data, log=log)
+        self.model: Seq2Seq = build_model(cfg.model, len(self.data.src_vocab), len(self.data.tgt_vocab)).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr)
+        self.progress = Progress(lr=cfg.train.lr)
+
+    # --- state -------------------------------------------------------------------
+
+    def _set_lr(self, lr: float) -> None:
+        self.progress.lr = lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def save_checkpoint(self) -> None:
+        rng = {"torch": torch.get_rng_state(), "python": random.getstate()}
+        if self.device.type == "cuda":
+            rng["cuda"] = torch.cuda.get_rng_state()
+        atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "progress": asdict(self.progress), "rng": rng}, self.checkpoint_dir / STATE)
+
+    def resume(self, checkpoint_dir: str | Path) -> None:
+        """Continue from a checkpoint directory written by ``save_checkpoint``."""
+        checkpoint_dir = Path(checkpoint_dir)
+        state = load_file(checkpoint_dir / STATE)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.progress = Progress(**state["progress"])
+        torch.set_rng_state(state["rng"]["torch"])
+        random.setstate(_as_tuple(state["rng"]["python"]))
+        if "cuda" in state["rng"] and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["rng"]["cuda"])
+        if checkpoint_dir.resolve() != self.checkpoint_dir.resolve() and (checkpoint_dir / BEST).is_file():
+            self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+            atomic_save(load_file(checkpoint_dir / BEST), self.checkpoint_dir / BEST)
+        self.log(f"resumed from {checkpoint_dir} after epoch {self.progress.epoch}")
+
+    def _restore_best(self) -> None:
+        best = load_file(self.checkpoint_dir / BEST)
+        self.model.load_state_dict(best["model"])
+        self.optimizer.load_state_dict(best["optimizer"])
+
+    # --- loop --------------------------------------------------------------------
+
+    def train_epoch(self, epoch: int, deadline: float) -> tuple[float, int, bool]:
+        """One pass over the training data, stopping early at ``deadline`` (a
+        ``time.perf_counter`` value). Returns (mean loss, target tokens, out of time)."""
+        cfg = self.cfg.train
+        self.model.train()
+        batches = make_batches(self.data.train, cfg.batch_tokens, shuffle=True, seed=cfg.seed, epoch=epoch)
+        total_nll, total_tokens = 0.0, 0
+        epoch_start = last_print = time.perf_counter()
+        for index, batch in enumerate(batches, 1):
+            batch = batch.to(self.device)
+            loss, nll = self.model.loss(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out, batch.tgt_mask,
+                                        cfg.label_smoothing)
+            tokens = batch.ntokens
+            self.optimizer.zero_grad(set_to_none=True)
+            (loss / tokens).backward()
+            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip if cfg.clip > 0 else math.inf)
+            loss_value, norm_value = float(loss.detach()), float(norm)
+            if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
+                what = "loss" if not math.isfinite(loss_value) else "gradient norm"
+                self.progress.status, self.progress.stop_reason = "diverged", f"non-finite {what} at epoch {epoch} batch {index}"
+                break
+            self.optimizer.step()
+            self.progress.steps += 1
+            total_nll += float(nll)
+            total_tokens += tokens
+            now = time.perf_counter()
+            if now - last_print > 30:
+                rate = total_tokens / (now - epoch_start)
+                self.log(f"  epoch {epoch}: {index}/{len(batches)} batches, loss {total_nll / total_tokens:.3f}, "
+                         f"{rate:,.0f} tok/s")
+                last_print = now
+            if now > deadline:
+                self.progress.train_seconds += now - epoch_start
+                return total_nll / max(total_tokens, 1), total_tokens, True
+        self.progress.train_seconds += time.perf_counter() - epoch_start
+        return total_nll / max(total_tokens, 1), total_tokens, False
+
+    @torch.no_grad()
+    def validate(self) -> tuple[float, float]:
+        """(valid perplexity, valid BLEU)."""
+        self.model.eval()
+        total_nll, total_tokens = 0.0, 0
+        for batch in make_batches(self.data.valid, self.cfg.train.batch_tokens, shuffle=False):
+            batch = batch.to(self.device)
+            _, nll = self.model.loss(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out, batch.tgt_mask)
+            total_nll += float(nll)
+            total_tokens += batch.ntokens
+        sources = [src for src, _ in self.data.valid]
+        hyps = translate(self.model, sources, self.data.tgt_vocab, self.cfg.decode, beam=self.cfg.decode.valid_beam,
+                         device=self.device)
+        bleu = corpus_bleu(hyps.texts, [ref for _, ref in self.data.valid_text]).score
+        ppl = math.exp(min(total_nll / max(total_tokens, 1), 50.0))
+        return ppl, bleu
+
+    def _update_schedule(self, improved: bool) -> None:
+        cfg, p = self.cfg.train, self.progress
+        if cfg.lr_decay == "halve":
+            self._set_lr(max(p.lr * cfg.decay_factor, cfg.min_lr))
+        elif cfg.lr_decay == "plateau" and not improved:
+            p.plateau_count += 1
+            if p.plateau_count >= cfg.plateau_patience and p.lr > cfg.min_lr:
+                self._restore_best()
+                self._set_lr(max(p.lr * cfg.decay_factor, cfg.min_lr))
+                p.plateau_count = 0
+                self.log(f"  plateau: restart from epoch {p.best_epoch} with lr {p.lr:.2e}")
+
+    def fit(self) -> Progress:
+        cfg, p = self.cfg.train, self.progress
+        write_static_files(self.checkpoint_dir, self.cfg, self.data.src_vocab, self.data.tgt_vocab)
+        started = time.perf_counter()
+        elapsed_before = p.elapsed_seconds
+        deadline = started + cfg.max_minutes * 60 - elapsed_before if cfg.max_minutes else math.inf
+        while p.epoch < cfg.max_epochs and not p.stop_reason:
+            epoch = p.epoch + 1
+            loss, tokens, out_of_time = self.train_epoch(epoch, deadline)
+            p.elapsed_seconds = elapsed_before + time.perf_counter() - started
+            if p.status == "diverged":
+                self.log(f"epoch {epoch}: diverged ({p.stop_reason})")
+                break
+            p.train_tokens += tokens
+            valid_ppl, valid_bleu = self.validate()
+            p.epoch = epoch
+            score = valid_bleu if cfg.valid_metric == "bleu" else -valid_ppl
+            improved = p.best_score is None or score > p.best_score
+            if improved:
+                p.best_score, p.best_epoch = score, epoch
+                p.best_valid_bleu, p.best_valid_ppl = valid_bleu, valid_ppl
+                p.epochs_without_improvement = p.plateau_count = 0
+                atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                             "epoch": epoch}, self.checkpoint_dir / BEST)
+            else:
+                p.epochs_without_improvement += 1
+            p.elapsed_seconds = elapsed_before + time.perf_counter() - started
+            rate = p.train_tokens / p.train_seconds if p.train_seconds else 0.0
+            metrics = {"epoch": epoch, "train_loss": loss, "train_ppl": math.exp(min(loss, 50.0)),
+                       "valid_ppl": valid_ppl, "valid_bleu": valid_bleu, "best_valid_bleu": p.best_valid_bleu,
+                       "lr": p.lr, "train_tokens_per_s": rate, "elapsed_s": p.elapsed_seconds}
+            p.history.append(metrics)
+            self.log(f"epoch {epoch}/{cfg.max_epochs}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
+                     f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if improved else ''}  "
+                     f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {_clock(p.elapsed_seconds)}")
+            if out_of_time:
+                p.stop_reason = "time budget"
+            elif cfg.patience and p.epochs_without_improvement >= cfg.patience:
+                p.stop_reason = "early stopping"
+            elif epoch >= cfg.max_epochs:
+                p.stop_reason = "max epochs"
+            else:
+                self._update_schedule(improved)
+            self.save_checkpoint()
+            if self.report is not None:
+                self.report(dict(metrics), self.checkpoint_dir)
+        return p
+
+    def evaluate_test(self) -> dict:
+        """Translate the test set with the best model; sacreBLEU and chrF against the raw references."""
+        if (self.checkpoint_dir / BEST).is_file():
+            self.model.load_state_dict(load_file(self.checkpoint_dir / BEST)["model"])
+        sources = [src for src, _ in self.data.test]
+        hyps = translate(self.model, sources, self.data.tgt_vocab, self.cfg.decode, device=self.device)
+        refs = [ref for _, ref in self.data.test_text]
+        bleu, chrf = corpus_bleu(hyps.texts, refs), corpus_chrf(hyps.texts, refs)
+        write_lines(self.out_dir / "test.hyp", hyps.texts)
+        return {"test_bleu": bleu.score, "test_chrf": chrf.score, "bleu_signature": bleu.signature,
+                "chrf_signature": chrf.signature, "decode_words_per_s": hyps.words_per_second,
+                "decode_seconds_per_sentence": hyps.seconds_per_sentence, "decode_beam": self.cfg.decode.beam}
+
+    def final_metrics(self) -> dict:
+        p = self.progress
+        trained = (self.checkpoint_dir / BEST).is_file()
+        metrics = {
+            "status": p.status,
+            "stop_reason": p.stop_reason,
+            "valid_bleu": p.best_valid_bleu,
+            "valid_ppl": p.best_valid_ppl if trained else None,
+            "test_bleu": 0.0,
+            "test_chrf": 0.0,
+            "bleu_signature": "",
+            "params": self.model.parameter_count,
+            "weight_matrices": self.model.weight_matrices,
+            "train_tokens_per_s": p.train_tokens / p.train_seconds if p.train_seconds else 0.0,
+            "decode_words_per_s": 0.0,
+            "epochs": p.epoch,
+            "best_epoch": p.best_epoch,
+            "steps": p.steps,
+            "train_seconds": p.train_seconds,
+            "elapsed_seconds": p.elapsed_seconds,
+            "train_pairs": len(self.data.train),
+            "device": str(self.device),
+            "threads": torch.get_num_threads(),
+            "cell": self.cfg.model.cell,
+            "history": p.history,
+        }
+        if trained:
+            metrics.update(self.evaluate_test())
+        return metrics
+
+
+def run(cfg: Config, out_dir: str | Path, report: ReportFn | None = None, resume_from: str | Path | None = None,
+        log: Log = print) -> dict:
+    """Train, evaluate and write ``metrics.json`` and ``test.hyp`` into ``out_dir``."""
+    trainer = Trainer(cfg, out_dir, report=report, log=log)
+    trainer.out_dir.mkdir(parents=True, exist_ok=True)
+    if resume_from is not None:
+        trainer.resume(resume_from)
+    model = trainer.model
+    log(f"model: {cfg.model.cell}, {model.parameter_count:,} parameters, {model.weight_matrices} weight matrices "
+        f"per unit, {cfg.model.enc_layers}+{cfg.model.dec_layers} layers, hidden {cfg.model.hidden}; "
+        f"device {trainer.device}, {torch.get_num_threads()} threads")
+    trainer.fit()
+    metrics = trainer.final_metrics()
+    write_json(trainer.out_dir / "metrics.json", metrics)
+    log(f"done: {metrics['status']} ({metrics['stop_reason']}), valid BLEU {metrics['valid_bleu']:.2f}, "
+        f"test BLEU {metrics['test_bleu']:.2f}, chrF {metrics['test_chrf']:.2f}, "
+        f"{metrics['train_tokens_per_s']:,.0f} train tok/s, {metrics['decode_words_per_s']:,.0f} decode words/s")
+    return metrics
+
+
+def _as_tuple(value):
+    """random.setstate wants the tuples that a weights-only load turns into lists."""
+    if isinstance(value, list):
+        return tuple(_as_tuple(v) for v in value)
+    return value
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"

@@ -1,0 +1,44 @@
+"""Shared fixtures: tiny real data (synthetic corpus + SentencePiece) in a temp cache."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from nmt.config import load_config
+
+torch.set_num_threads(1)  # tests run beside each other (xdist); one thread each avoids oversubscription
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("nmt-cache")
+    os.environ["NMT_CACHE_DIR"] = str(path)  # subprocesses (CLI tests) share the cache
+    return path
+
+
+TINY = [
+    "data.size=300", "data.valid_size=20", "data.test_size=20", "data.spm.vocab_size=200", "data.max_len=60",
+    "model.hidden=16", "model.emb=16", "train.batch_tokens=600", "train.max_epochs=1", "decode.beam=2",
+    "train.threads=1",
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_data(cache_dir):
+    from nmt.data.pipeline import load_data
+
+    cfg = load_config(None, TINY + [f"data.cache_dir={cache_dir}"])
+    return load_data(cfg.data, log=None)
+
+
+@pytest.fixture
+def tiny_config(cache_dir):
+    """tiny_config("model.cell=atr", ...) -> a Config of a tiny run on the cached tiny corpus."""
+
+    def make(*overrides: str):
+        return load_config(None, TINY + [f"data.cache_dir={cache_dir}", *overrides])
+
+    return make

@@ -1,0 +1,195 @@
+"""The training loop and the command lines, end to end on tiny real data."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.checkpoint import BEST, STATE, load_for_inference
+from nmt.trainer import Trainer, run
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = {"status", "valid_bleu", "test_bleu", "test_chrf", "params", "weight_matrices", "train_tokens_per_s",
+            "decode_words_per_s", "epochs", "bleu_signature"}
+
+
+def cli(*args: str, stdin: str | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", *args], input=stdin, capture_output=True, text=True, cwd=cwd,
+                          env=env, timeout=300)
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+TINY_YAML = """
+data: {{preset: synthetic, size: 300, valid_size: 20, test_size: 20, max_len: 60, spm: {{vocab_size: 200}},
+       cache_dir: {cache}}}
+model: {{cell: {cell}, hidden: 16, emb: 16}}
+train: {{max_epochs: 2, batch_tokens: 600, threads: 1}}
+decode: {{beam: 2}}
+"""
+
+
+@pytest.mark.slow
+def test_train_cli_writes_metrics_hypotheses_and_checkpoint_then_translate_round_trips(tmp_path, cache_dir):
+    config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="atr"))
+    out = tmp_path / "run"
+    result = cli("nmt.train", "--config", str(config), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    epoch_lines = [line for line in result.stdout.splitlines() if line.startswith("epoch ")]
+    assert len(epoch_lines) == 2 and all("valid BLEU" in line and "tok/s" in line for line in epoch_lines)
+
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert REQUIRED <= set(metrics)
+    assert metrics["status"] == "ok" and metrics["epochs"] == 2
+    assert 0.0 <= metrics["test_bleu"] <= 100.0 and 0.0 <= metrics["test_chrf"] <= 100.0
+    assert metrics["weight_matrices"] == 2 and metrics["params"] > 1000
+    assert metrics["train_tokens_per_s"] > 0 and metrics["decode_words_per_s"] > 0
+    assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    hypotheses = (out / "test.hyp").read_text(encoding="utf-8").splitlines()
+    assert len(hypotheses) == 20
+    for name in (STATE, BEST, "config.yaml", "src.model"):
+        assert (out / "checkpoint" / name).is_file()
+
+    # nmt.translate with the same beam reproduces test.hyp from the test sources
+    sources = next((cache_dir / "synthetic").glob("seed1-300-20-20")) / "test.src"
+    translated = cli("nmt.translate", "--checkpoint", str(out), "--beam", "2", stdin=sources.read_text())
+    assert translated.returncode == 0, translated.stderr
+    assert translated.stdout.splitlines() == hypotheses
+
+
+def test_checkpoint_reload_gives_identical_outputs(tmp_path, tiny_config, tiny_data):
+    cfg = tiny_config("model.cell=srnmt", "model.enc_layers=2", "model.dec_layers=2")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    trainer.fit()
+    model, loaded_cfg, _, tgt_vocab = load_for_inference(tmp_path / "checkpoint")
+    assert loaded_cfg.model == cfg.model and len(tgt_vocab) == len(tiny_data.tgt_vocab)
+    trainer.model.load_state_dict(torch.load(tmp_path / "checkpoint" / BEST, weights_only=True)["model"])
+    trainer.model.eval()
+    batch = next(iter(__import__("nmt.data.batching", fromlist=["x"]).make_batches(tiny_data.valid, 400, False)))
+    args = (batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)
+    torch.testing.assert_close(model(*args), trainer.model(*args), rtol=0, atol=0)
+
+
+class Crash(Exception):
+    pass
+
+
+def test_resume_after_a_crash_continues_exactly(tmp_path, tiny_config, tiny_data):
+    """Killed after epoch 1's checkpoint, resumed: the same weights as an uninterrupted run."""
+    cfg = tiny_config("model.cell=gru", "train.max_epochs=2", "train.lr_decay=halve")
+    straight = Trainer(cfg, tmp_path / "straight", log=lambda _: None, data=tiny_data)
+    straight.fit()
+
+    def crash_after_first_epoch(metrics, checkpoint_dir):
+        assert (checkpoint_dir / STATE).is_file()
+        raise Crash
+
+    crashed = Trainer(cfg, tmp_path / "crashed", report=crash_after_first_epoch, log=lambda _: None, data=tiny_data)
+    with pytest.raises(Crash):
+        crashed.fit()
+    resumed = Trainer(cfg, tmp_path / "crashed", log=lambda _: None, data=tiny_data)
+    resumed.resume(tmp_path / "crashed" / "checkpoint")
+    assert resumed.progress.epoch == 1
+    resumed.fit()
+    assert resumed.progress.epoch == 2 and resumed.progress.steps == straight.progress.steps
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    assert [h["lr"] for h in resumed.progress.history] == [h["lr"] for h in straight.progress.history]
+
+
+def test_report_hook_sees_every_epoch_and_halving_schedule(tmp_path, tiny_config, tiny_data):
+    seen = []
+    cfg = tiny_config("model.cell=rnn", "train.max_epochs=3", "train.lr_decay=halve", "train.lr=0.004",
+                      "train.patience=0")
+    Trainer(cfg, tmp_path, report=lambda m, d: seen.append((m, d)), log=lambda _: None, data=tiny_data).fit()
+    assert [m["epoch"] for m, _ in seen] == [1, 2, 3]
+    assert [m["lr"] for m, _ in seen] == [0.004, 0.002, 0.001]
+    assert all(math.isfinite(m["valid_bleu"]) and m["valid_ppl"] > 1 for m, _ in seen)
+    assert all(d == tmp_path / "checkpoint" for _, d in seen)
+
+
+def test_plateau_restarts_from_best_with_lower_lr(tmp_path, tiny_config, tiny_data):
+    cfg = tiny_config("model.cell=gru", "train.lr_decay=plateau", "train.plateau_patience=1")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    trainer.fit()  # one epoch: writes best.pt
+    best = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with torch.no_grad():
+        for p in trainer.model.parameters():
+            p.add_(1.0)  # a "bad" epoch moved the weights
+    trainer._update_schedule(improved=False)
+    assert trainer.progress.lr == pytest.approx(cfg.train.lr * 0.5)
+    assert all(torch.equal(best[k], v) for k, v in trainer.model.state_dict().items())
+
+
+def test_huge_learning_rate_ends_as_diverged_not_exception(tmp_path, tiny_config):
+    cfg = tiny_config("model.cell=srnmt", "model.layer_norm=false", "model.highway=false", "train.lr=1e30",
+                      "train.clip=0", "train.max_epochs=3")
+    metrics = run(cfg, tmp_path, log=lambda _: None)
+    assert metrics["status"] == "diverged"
+    assert "non-finite" in metrics["stop_reason"]
+    assert all(math.isfinite(metrics[k]) for k in ("valid_bleu", "test_bleu", "train_tokens_per_s"))
+    assert json.loads((tmp_path / "metrics.json").read_text())["status"] == "diverged"
+
+
+def test_time_budget_stops_mid_epoch(tmp_path, tiny_config, tiny_data):
+    cfg = tiny_config("model.cell=gru", "train.max_minutes=0.0001", "train.max_epochs=5")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    progress = trainer.fit()
+    assert progress.stop_reason == "time budget" and progress.epoch == 1
+    assert progress.steps < len(__import__("nmt.data.batching", fromlist=["x"]).make_batches(
+        tiny_data.train, cfg.train.batch_tokens, True))
+
+
+BAD_CONFIGS = [
+    ("model: {cell: lstmm}", "model.cell = 'lstmm' is not a known cell", "did you mean 'lstm'"),
+    ("model: {cell: gru, hiden: 8}", "unknown key 'model.hiden'", "did you mean 'model.hidden'"),
+    ("model: {enc_layers: 0}", "model.enc_layers = 0", "must be >= 1"),
+    ("model: {cell: gru, gates: twin}", "model.gates", "does not exist for cell 'gru'"),
+    ("train: {lr: -1}", "train.lr = -1.0", "must be > 0"),
+    ("model: {dropout: 1.5}", "model.dropout = 1.5", "[0, 1)"),
+    ("model: [1, 2", "malformed YAML", ""),
+]
+
+
+@pytest.mark.parametrize("text,what,fix", BAD_CONFIGS, ids=[b[1].split()[0] for b in BAD_CONFIGS])
+def test_bad_config_is_one_line_and_exit_2(tmp_path, text, what, fix):
+    config = write_config(tmp_path / "bad.yaml", text)
+    out = tmp_path / "run"
+    result = cli("nmt.train", "--config", str(config), "--out", str(out))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr
+    assert str(config) in lines[0] and what in lines[0] and fix in lines[0]
+    assert not out.exists()
+
+
+def test_bad_corpus_paths_and_mismatched_lines(tmp_path):
+    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
+    src.write_text("one\ntwo\nthree\n", encoding="utf-8")
+    tgt.write_text("eins\nzwei\n", encoding="utf-8")
+    files = f"train: [{src}, {tgt}], valid: [{src}, {src}], test: [{src}, {src}]"
+    mismatched = write_config(tmp_path / "m.yaml", f"data: {{{files}}}")
+    result = cli("nmt.train", "--config", str(mismatched), "--out", str(tmp_path / "run"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "data.train" in result.stderr and "3 lines" in result.stderr and "2" in result.stderr
+    missing = write_config(tmp_path / "x.yaml", f"data: {{train: [{src}, {tmp_path}/nope.de], valid: [{src}, {src}], "
+                                                 f"test: [{src}, {src}]}}")
+    result = cli("nmt.train", "--config", str(missing), "--out", str(tmp_path / "run"))
+    assert result.returncode == 2 and "nope.de" in result.stderr and "not found" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_translate_rejects_a_missing_checkpoint(tmp_path):
+    result = cli("nmt.translate", "--checkpoint", str(tmp_path / "nothing"), stdin="hello\n")
+    assert result.returncode == 2 and "not found" in result.stderr and "Traceback" not in result.stderr
