@@ -71,7 +71,7 @@ class ModelConfig:
     dir_size: Literal["half", "full"] = "half"  # half: H/2 per direction; full: H each, projected to H
     layer_connection: Literal["none", "residual", "highway"] = "none"  # between stacked layers
     dropout: float = 0.2  # before every parameter matrix
-    attention: Literal["mlp", "general", "dot"] = "mlp"
+    attention: Literal["mlp", "general", "dot"] | None = None  # default: mlp (fsmn: general, its paper's)
     # srnmt: LN after every parameter matrix (unit and attention), default on.
     # Other cells: LN inside the attention only, default off.
     layer_norm: bool | None = None
@@ -84,8 +84,8 @@ class ModelConfig:
     decoder_style: Literal["luong", "bahdanau"] | None = None
     input_feeding: bool | None = None  # step cells: feed the previous attentional output
     context_gate: Literal["none", "source", "target", "both"] = "none"  # Tu et al. 2017
-    gate_inputs: list[str] | None = None  # subset of state, source, prev_word
-    gate_granularity: Literal["element", "scalar"] = "element"
+    gate_inputs: list[str] | None = None  # subset of state, source, prev_word (default: all three)
+    gate_granularity: Literal["element", "scalar"] | None = None  # default: element
     deep_output: bool = True  # output layer sees [t_i; c_i; e(y_{i-1})]
     tie_embeddings: bool = False  # target input and output embeddings share weights
     peephole: bool = False  # lstm: diagonal c->gate links; sru: v2 gates with v*c_{t-1}
@@ -346,6 +346,8 @@ def resolve(cfg: Config, explicit: set[str], source: str) -> None:
         raise ConfigError(
             f"{source}: model.peephole = true does not exist for cell {m.cell!r} (lstm and sru only); remove it"
         )
+    if m.attention is None:
+        m.attention = "general" if m.cell == "fsmn" else "mlp"
     if m.layer_norm is None:
         m.layer_norm = m.cell == "srnmt"
     if m.multi_attention is None:
@@ -359,10 +361,22 @@ def resolve(cfg: Config, explicit: set[str], source: str) -> None:
         )
     if m.emb is None:
         m.emb = m.hidden
-    if m.gate_inputs is None:
-        m.gate_inputs = list(GATE_INPUTS)
+    if m.context_gate == "none":
+        for key in ("gate_inputs", "gate_granularity"):
+            if getattr(m, key) is not None:
+                raise ConfigError(f"{source}: model.{key} = {getattr(m, key)!r} has no gate to configure "
+                                  "(model.context_gate is none); remove it or choose a context_gate")
+    else:
+        if m.gate_inputs is None:
+            m.gate_inputs = list(GATE_INPUTS)
+        if m.gate_granularity is None:
+            m.gate_granularity = "element"
     d = cfg.data
-    if d.preset is not None and "data.preset" not in explicit and (d.train or d.valid or d.test):
+    files = [key for key in ("train", "valid", "test") if getattr(d, key)]
+    if d.preset is not None and files:
+        if "data.preset" in explicit:
+            raise ConfigError(f"{source}: data.preset = {d.preset!r} and data.{files[0]} are both set; "
+                              "set data.preset: null (--set data.preset=null) to use the files")
         d.preset = None  # giving files means "use these files"
 
 
@@ -391,10 +405,13 @@ def validate(cfg: Config, source: str) -> None:
         if m.attention == "dot":
             fail("model.attention", m.attention, "the fsmn decoder queries with [v~; v1] (2 x hidden), "
                  "which dot attention cannot compare with the encoder states; use general (the paper's) or mlp")
-    bad_inputs = [g for g in m.gate_inputs if g not in GATE_INPUTS]
-    if bad_inputs:
-        fail("model.gate_inputs", m.gate_inputs, f"unknown input {bad_inputs[0]!r}; use a subset of {', '.join(GATE_INPUTS)}")
     if m.context_gate != "none":
+        bad_inputs = [g for g in m.gate_inputs if g not in GATE_INPUTS]
+        if bad_inputs:
+            fail("model.gate_inputs", m.gate_inputs,
+                 f"unknown input {bad_inputs[0]!r}; use a subset of {', '.join(GATE_INPUTS)}")
+        if len(set(m.gate_inputs)) != len(m.gate_inputs):
+            fail("model.gate_inputs", m.gate_inputs, "lists an input twice; name each of state, source, prev_word once")
         if m.cell not in RECURRENT_MATRIX_CELLS:
             fail("model.context_gate", m.context_gate,
                  f"context gates act on the recurrent update of {', '.join(RECURRENT_MATRIX_CELLS)}; "
@@ -414,18 +431,22 @@ def validate(cfg: Config, source: str) -> None:
         fail("train.max_minutes", t.max_minutes, "must be > 0 (or leave it out for no time budget)")
     if t.clip < 0:
         fail("train.clip", t.clip, "must be >= 0 (0 turns clipping off)")
+    if not 0.0 <= t.min_lr <= t.lr:
+        fail("train.min_lr", t.min_lr, f"must be between 0 and train.lr ({t.lr})")
     if not 0.0 < t.decay_factor < 1.0:
         fail("train.decay_factor", t.decay_factor, "must be in (0, 1)")
     if t.patience < 0:
         fail("train.patience", t.patience, "must be >= 0 (0 = never stop early)")
-    if t.plateau_patience < 0:
-        fail("train.plateau_patience", t.plateau_patience, "must be >= 0")
+    if t.plateau_patience < 1:
+        fail("train.plateau_patience", t.plateau_patience, "must be >= 1")
     if not 0.0 <= t.label_smoothing < 1.0:
         fail("train.label_smoothing", t.label_smoothing, "must be in [0, 1)")
     if t.threads is not None and t.threads < 1:
         fail("train.threads", t.threads, "must be >= 1")
-    if dec.beam < 1 or dec.valid_beam < 1:
+    if dec.beam < 1:
         fail("decode.beam", dec.beam, "must be >= 1")
+    if dec.valid_beam < 1:
+        fail("decode.valid_beam", dec.valid_beam, "must be >= 1")
     if dec.batch_size < 1:
         fail("decode.batch_size", dec.batch_size, "must be >= 1")
     if dec.max_len_ratio <= 0:

@@ -27,6 +27,11 @@ class Seq2Seq(nn.Module):
         self.encoder = make_encoder(cfg)
         self.decoder = make_decoder(cfg, self.encoder.output_size)
         self.generator = nn.Linear(cfg.emb, tgt_vocab)
+        for embedding in (self.src_embed, self.tgt_embed):
+            # N(0, 1/emb) instead of torch's N(0, 1): tied softmax weights start with sane logits
+            nn.init.normal_(embedding.weight, std=cfg.emb ** -0.5)
+            with torch.no_grad():
+                embedding.weight[PAD].zero_()
         if cfg.tie_embeddings:
             self.generator.weight = self.tgt_embed.weight
 

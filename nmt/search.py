@@ -73,9 +73,9 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 5, le
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
     done = [False] * batch
 
-    def finish(sentence: int, hypothesis: list[int], score: float) -> None:
-        length = len(hypothesis) + 1  # + EOS
-        finished[sentence].append((score / length ** length_penalty, hypothesis))
+    def finish(sentence: int, hypothesis: list[int], score: float, eos: bool = True) -> None:
+        length = len(hypothesis) + (1 if eos else 0)
+        finished[sentence].append((score / max(length, 1) ** length_penalty, hypothesis))
 
     for t in range(max(limits)):
         log_probs, state = model.step_log_probs(memory, tokens[:, -1], state)
@@ -113,7 +113,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 5, le
             elif t + 1 >= limits[sentence]:
                 for k in range(beam):  # out of length: the live beams end here
                     hypothesis = tokens[sentence * beam + k, 1:].tolist()
-                    finish(sentence, hypothesis, float(scores[sentence, k]))
+                    finish(sentence, hypothesis, float(scores[sentence, k]), eos=False)
                 done[sentence] = True
         if all(done):
             break

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from nmt.cli import run_main
-from nmt.config import Config, dump_config, load_config, smoke
+from nmt.config import Config, apply_overrides, config_from_dict, dump_config, load_config, smoke
 from nmt.errors import UserError
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
@@ -44,11 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def prepare_config(args: argparse.Namespace) -> Config:
+def override_list(args: argparse.Namespace) -> list[str]:
     overrides = list(args.overrides)
     if args.threads is not None:
         overrides.append(f"train.threads={args.threads}")
-    cfg = load_config(args.config if args.config is not None else DEFAULT_CONFIG, overrides)
+    return overrides
+
+
+def prepare_config(args: argparse.Namespace) -> Config:
+    cfg = load_config(args.config if args.config is not None else DEFAULT_CONFIG, override_list(args))
     return smoke(cfg) if args.smoke else cfg
 
 
@@ -69,6 +73,46 @@ def check_out_dir(out: Path, resume: bool, force: bool) -> None:
         raise UserError(f"--out {out} is a file; choose a directory")
 
 
+# Keys that may change when a run is resumed: budgets, hardware and decoding.
+RESUMABLE_CHANGES = ("train.max_epochs", "train.max_minutes", "train.patience", "train.threads", "train.device",
+                     "decode.")
+
+
+def config_changes(old: Config, new: Config) -> list[str]:
+    """'key: old -> new' for every leaf that differs."""
+    def leaves(tree: dict, prefix: str = "") -> dict:
+        out = {}
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                out.update(leaves(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    a, b = leaves(old.to_dict()), leaves(new.to_dict())
+    return [f"{key}: {a[key]!r} -> {b[key]!r}" for key in a if a[key] != b[key]]
+
+
+def resume_config(args: argparse.Namespace) -> Config:
+    """The stored config of the run in --out with --set applied; only budget, hardware
+    and decoding keys may differ from what the run was started with."""
+    from nmt.checkpoint import read_config
+
+    stored = read_config(args.out / "checkpoint")
+    overrides = override_list(args)
+    if args.config is not None:
+        requested = load_config(args.config, overrides)
+    else:
+        requested = config_from_dict(apply_overrides(stored.to_dict(), overrides), source="--set")
+    if args.smoke:
+        requested = smoke(requested)
+    blocked = [c for c in config_changes(stored, requested) if not c.startswith(RESUMABLE_CHANGES)]
+    if blocked:
+        raise UserError(f"--resume {args.out}: the run was started with another config ({'; '.join(blocked[:3])}); "
+                        "resume with the same config, or start a new run with another --out")
+    return requested
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = prepare_config(args)
@@ -76,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         dump_config(cfg, "/dev/stdout")
         return 0
     check_out_dir(args.out, args.resume, args.force)
+    if args.resume:
+        cfg = resume_config(args)
     from nmt.trainer import run  # torch and data imports after argument checks: fast --help and errors
 
     resume_from = args.out / "checkpoint" if args.resume else None

@@ -35,6 +35,7 @@ from nmt.checkpoint import BEST, STATE, atomic_save, load_file, write_static_fil
 from nmt.config import Config
 from nmt.data.batching import make_batches
 from nmt.data.pipeline import ParallelData, load_data
+from nmt.errors import ConfigError
 from nmt.evaluate import corpus_bleu, corpus_chrf
 from nmt.fileio import write_json, write_lines
 from nmt.model import Seq2Seq, build_model
@@ -53,7 +54,7 @@ class Progress:
     lr: float = 0.0
     best_score: float | None = None  # valid BLEU, or -ppl with valid_metric: ppl
     best_epoch: int = 0
-    best_valid_bleu: float = 0.0
+    best_valid_bleu: float = 0.0  # valid BLEU of the selected epoch (best by train.valid_metric)
     best_valid_ppl: float = 0.0
     epochs_without_improvement: int = 0
     plateau_count: int = 0
@@ -69,7 +70,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("train.device = cuda but no CUDA device is available; use auto or cpu")
+        raise ConfigError("train.device = 'cuda': no CUDA device is available here; use train.device: auto or cpu")
     return torch.device(name)
 
 
@@ -116,6 +117,8 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.progress = Progress(**state["progress"])
+        if self.progress.stop_reason in ("max epochs", "time budget") and self.progress.status == "ok":
+            self.progress.stop_reason = ""  # a resumed run may have been given a larger budget
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(_as_tuple(state["rng"]["python"]))
         if "cuda" in state["rng"] and self.device.type == "cuda":
@@ -205,13 +208,20 @@ class Trainer:
         elapsed_before = p.elapsed_seconds
         deadline = started + cfg.max_minutes * 60 - elapsed_before if cfg.max_minutes else math.inf
         while p.epoch < cfg.max_epochs and not p.stop_reason:
+            if time.perf_counter() >= deadline:
+                p.stop_reason = "time budget"
+                break
             epoch = p.epoch + 1
             loss, tokens, out_of_time = self.train_epoch(epoch, deadline)
             p.elapsed_seconds = elapsed_before + time.perf_counter() - started
+            p.train_tokens += tokens
             if p.status == "diverged":
                 self.log(f"epoch {epoch}: diverged ({p.stop_reason})")
+                if self.report is not None:
+                    self.report({"epoch": epoch, "status": "diverged", "valid_bleu": p.best_valid_bleu,
+                                 "best_valid_bleu": p.best_valid_bleu, "lr": p.lr,
+                                 "elapsed_s": p.elapsed_seconds}, self.checkpoint_dir)
                 break
-            p.train_tokens += tokens
             valid_ppl, valid_bleu = self.validate()
             p.epoch = epoch
             score = valid_bleu if cfg.valid_metric == "bleu" else -valid_ppl
@@ -226,21 +236,22 @@ class Trainer:
                 p.epochs_without_improvement += 1
             p.elapsed_seconds = elapsed_before + time.perf_counter() - started
             rate = p.train_tokens / p.train_seconds if p.train_seconds else 0.0
-            metrics = {"epoch": epoch, "train_loss": loss, "train_ppl": math.exp(min(loss, 50.0)),
+            metrics = {"epoch": epoch, "status": "ok", "train_loss": loss, "train_ppl": math.exp(min(loss, 50.0)),
                        "valid_ppl": valid_ppl, "valid_bleu": valid_bleu, "best_valid_bleu": p.best_valid_bleu,
                        "lr": p.lr, "train_tokens_per_s": rate, "elapsed_s": p.elapsed_seconds}
             p.history.append(metrics)
             self.log(f"epoch {epoch}/{cfg.max_epochs}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
                      f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if improved else ''}  "
                      f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {_clock(p.elapsed_seconds)}")
-            if out_of_time:
-                p.stop_reason = "time budget"
-            elif cfg.patience and p.epochs_without_improvement >= cfg.patience:
+            if cfg.patience and p.epochs_without_improvement >= cfg.patience:
                 p.stop_reason = "early stopping"
-            elif epoch >= cfg.max_epochs:
-                p.stop_reason = "max epochs"
             else:
+                # also after the last epoch: a resumed run with a larger budget continues the schedule
                 self._update_schedule(improved)
+                if out_of_time:
+                    p.stop_reason = "time budget"
+                elif epoch >= cfg.max_epochs:
+                    p.stop_reason = "max epochs"
             self.save_checkpoint()
             if self.report is not None:
                 self.report(dict(metrics), self.checkpoint_dir)

@@ -193,3 +193,26 @@ def test_variant_matrix_counts():
     assert srnmt.weight_matrices == 3
     # W in R^{d x (4 d/2 + d)} + bias, one LN over 3d, no highway projection when D == d
     assert sum(p.numel() for p in srnmt.parameters()) == 8 * 24 + 24 + 2 * 24
+    # "- highway" removes z from W: W in R^{d x 4 d/2}, LN over 2d
+    plain = make_cell(cell_config("srnmt-no-ln-no-highway"), 8, 8)
+    assert plain.weight_matrices == 2 and sum(p.numel() for p in plain.parameters()) == 8 * 16 + 16
+    layer_norm_only = make_cell(load_config(None, ["model.cell=srnmt", "model.highway=false"]).model, 8, 8)
+    assert sum(p.numel() for p in layer_norm_only.parameters()) == 8 * 16 + 16 + 2 * 16
+
+
+@pytest.mark.parametrize("variant,identity_chunk", [("sru", 3), ("ran", 2)])
+def test_identity_paths_read_the_clean_input(variant, identity_chunk):
+    """Dropout goes before parameter matrices only: the appended identity chunk is ``skip``."""
+    cell = build(variant, 4, 4, 1)
+    x = torch.randn(2, 3, 4, dtype=torch.double)
+    dropped = torch.nn.functional.dropout(x, 0.5, training=True)
+    u = cell.project(dropped, skip=x)
+    torch.testing.assert_close(u[..., identity_chunk * 4:(identity_chunk + 1) * 4], x)
+    torch.testing.assert_close(u[..., :identity_chunk * 4], cell.project(dropped)[..., :identity_chunk * 4])
+
+
+def test_srnmt_highway_reads_the_clean_input():
+    cell = build("srnmt", 8, 4, 2)  # d = 8 = input size: the highway is x itself
+    x = torch.randn(2, 3, 8, dtype=torch.double)
+    u = cell.project(torch.zeros_like(x), skip=x)
+    torch.testing.assert_close(u[..., 24:], x)

@@ -179,7 +179,7 @@ def test_beam_one_is_greedy_and_wider_beams_score_at_least_as_well():
         total, prev = 0.0, 2  # BOS
         for token in hypothesis + [3]:  # ... EOS
             log_probs, state = model.step_log_probs(memory, torch.tensor([prev]), state)
-            total += float(log_probs[0, token])
+            total += log_probs[0, token].item()
             prev = token
         return total
 

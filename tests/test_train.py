@@ -193,3 +193,41 @@ def test_bad_corpus_paths_and_mismatched_lines(tmp_path):
 def test_translate_rejects_a_missing_checkpoint(tmp_path):
     result = cli("nmt.translate", "--checkpoint", str(tmp_path / "nothing"), stdin="hello\n")
     assert result.returncode == 2 and "not found" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru", "rnn", "ran", "atr", "sru", "srnmt", "fsmn"])
+def test_every_cell_trains_and_evaluates_end_to_end(tmp_path, tiny_config, tiny_data, cell):
+    cfg = tiny_config(f"model.cell={cell}", "model.enc_layers=2", "model.dec_layers=2")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    trainer.fit()
+    metrics = trainer.final_metrics()
+    assert metrics["status"] == "ok" and metrics["epochs"] == 1
+    assert metrics["history"][0]["valid_ppl"] < len(tiny_data.tgt_vocab)  # better than uniform after one epoch
+    assert metrics["test_bleu"] >= 0.0 and metrics["params"] == trainer.model.parameter_count
+    assert len((tmp_path / "test.hyp").read_text(encoding="utf-8").splitlines()) == len(tiny_data.test)
+
+
+@pytest.mark.slow
+def test_smoke_flag_shrinks_a_deep_config(tmp_path, cache_dir):
+    config = write_config(tmp_path / "deep.yaml", "model: {cell: srnmt, enc_layers: 6, dec_layers: 6, hidden: 512}\n"
+                                                  f"data: {{cache_dir: {cache_dir}}}\n")
+    result = cli("nmt.train", "--config", str(config), "--smoke", "--out", str(tmp_path / "run"))
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["status"] == "ok" and metrics["epochs"] <= 2
+    assert "6+6 layers, hidden 32" in result.stdout
+
+
+@pytest.mark.slow
+def test_cli_resume_extends_a_budget_and_refuses_a_changed_model(tmp_path, cache_dir):
+    config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
+    out = tmp_path / "run"
+    assert cli("nmt.train", "--config", str(config), "--out", str(out), "--set", "train.max_epochs=1").returncode == 0
+    again = cli("nmt.train", "--config", str(config), "--out", str(out))
+    assert again.returncode == 2 and "holds a finished run" in again.stderr and "--force" in again.stderr
+    changed = cli("nmt.train", "--out", str(out), "--resume", "--set", "model.hidden=32")
+    assert changed.returncode == 2 and "model.hidden: 16 -> 32" in changed.stderr
+    extended = cli("nmt.train", "--out", str(out), "--resume", "--set", "train.max_epochs=2")
+    assert extended.returncode == 0, extended.stderr
+    assert "resumed from" in extended.stdout and "epoch 2/2" in extended.stdout and "epoch 1/" not in extended.stdout
+    assert json.loads((out / "metrics.json").read_text())["epochs"] == 2

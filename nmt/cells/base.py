@@ -6,8 +6,11 @@
   Padded positions (mask False) carry the state through unchanged, so results
   do not depend on padding or batch composition; outputs there are zero.
 - ``step(U_t, state)``: one step of one direction, for incremental decoding.
-- ``forward(x, mask, state0)`` = ``scan(project(x), ...)``; cells with a
-  fused kernel (plain LSTM/GRU) override it.
+- ``forward(x, mask, state0, skip)`` = ``scan(project(x, skip), ...)``; cells
+  with a fused kernel (plain LSTM/GRU/RNN) override it. ``skip`` is the
+  clean input of identity paths (SRU's and SR-NMT's highway, RAN's content)
+  when ``x`` went through dropout: dropout sits before parameter matrices
+  only, never on a skip connection.
 - ``reference(x, mask, state0)``: a plain per-step loop written directly from
   the paper's equations, which every fast path is tested against.
 
@@ -51,7 +54,7 @@ class RecurrentCell(nn.Module):
 
     # --- contract -----------------------------------------------------------
 
-    def project(self, x: Tensor) -> Tensor:
+    def project(self, x: Tensor, skip: Tensor | None = None) -> Tensor:
         raise NotImplementedError
 
     def step(self, u_t: Tensor, state: State, history_gate: Tensor | None = None, direction: int = 0) -> tuple[Tensor, State]:
@@ -81,8 +84,9 @@ class RecurrentCell(nn.Module):
             h0 = like.new_zeros(batch, self.hidden_size)
         return (h0,) * self.state_size
 
-    def forward(self, x: Tensor, mask: Tensor, state0: list[State] | None = None) -> tuple[Tensor, list[State]]:
-        return self.scan(self.project(x), mask, state0)
+    def forward(self, x: Tensor, mask: Tensor, state0: list[State] | None = None,
+                skip: Tensor | None = None) -> tuple[Tensor, list[State]]:
+        return self.scan(self.project(x, skip), mask, state0)
 
     def scan(self, u: Tensor, mask: Tensor, state0: list[State] | None = None) -> tuple[Tensor, list[State]]:
         width = u.size(-1) // self.directions
@@ -168,14 +172,15 @@ class OwnWeightsCell(RecurrentCell):
         for p in self.parameters():
             nn.init.uniform_(p, -bound, bound)
 
-    def project(self, x: Tensor) -> Tensor:
+    def project(self, x: Tensor, skip: Tensor | None = None) -> Tensor:
         u = torch.nn.functional.linear(x, self.input_weight, self.input_bias)
         if self.input_chunks == self.chunks:
             return u
         width = self.input_chunks * self.hidden_size
+        identity = x if skip is None else skip
         parts = []
         for d in range(self.directions):
-            parts += [u[..., d * width:(d + 1) * width], x]
+            parts += [u[..., d * width:(d + 1) * width], identity]
         return torch.cat(parts, dim=-1)
 
     def input_slice(self, direction: int) -> tuple[Tensor, Tensor]:

@@ -8,7 +8,8 @@
 
 4 weight matrices in the simplest version (ATR paper, Table 1), where the
 content is x_t itself; a fifth, W_c, appears only when the input size
-differs from the state size.
+differs from the state size (with a bias, like every input transform here).
+A decoder's initial state h_0 also seeds the memory: c_0 = h_0.
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@
 Both directions share one GEMM and one layer normalisation; the recurrences
 are linear (class a) and run as scans. Ablations (paper Table 4):
 ``layer_norm: false`` removes the LN; ``highway: false`` gives
-h_i = [h>_i; h<_i]. W packs three transforms (candidate, recurrence gate,
-highway gate): 3 weight matrices. When the input size differs from d the
-highway reads a projection of x_i.
+h_i = [h>_i; h<_i] and drops z from W (W in R^{d x 4 d/2}, LN over what is
+left). W packs three transforms (candidate, recurrence gate, highway gate):
+3 weight matrices. When the input size differs from d the highway reads a
+projection of x_i.
 """
 
 from __future__ import annotations
@@ -33,28 +34,32 @@ class SRNMTEncoderUnit(RecurrentCell):
         super().__init__(input_size, hidden_size // 2, directions=2)
         d = hidden_size
         self.d = d
-        self.linear = nn.Linear(input_size, 3 * d)
-        self.norm = nn.LayerNorm(3 * d) if layer_norm else nn.Identity()
         self.use_highway = highway
+        width = 3 * d if highway else 2 * d  # [x>, x<, g>, g<] (+ z)
+        self.linear = nn.Linear(input_size, width)
+        self.norm = nn.LayerNorm(width) if layer_norm else nn.Identity()
         self.highway_projection = nn.Linear(input_size, d, bias=False) if highway and input_size != d else None
 
     @property
     def weight_matrices(self) -> int:
-        return 3
+        return 3 if self.use_highway else 2
 
-    def project(self, x: Tensor) -> Tensor:
+    def project(self, x: Tensor, skip: Tensor | None = None) -> Tensor:
         u = self.norm(self.linear(x))
         if not self.use_highway:
             return u
-        x_highway = self.highway_projection(x) if self.highway_projection is not None else x
+        if self.highway_projection is not None:
+            x_highway = self.highway_projection(x)
+        else:
+            x_highway = x if skip is None else skip
         return torch.cat([u, x_highway], dim=-1)
 
     def _split(self, u: Tensor):
         half, d = self.d // 2, self.d
         x_fwd, x_bwd, g_fwd, g_bwd = (u[..., i * half:(i + 1) * half] for i in range(4))
-        z = u[..., 2 * d:3 * d]
-        x_highway = u[..., 3 * d:] if self.use_highway else None
-        return x_fwd, x_bwd, g_fwd, g_bwd, z, x_highway
+        if not self.use_highway:
+            return x_fwd, x_bwd, g_fwd, g_bwd, None, None
+        return x_fwd, x_bwd, g_fwd, g_bwd, u[..., 2 * d:3 * d], u[..., 3 * d:]
 
     def scan(self, u, mask, state0=None):
         x_fwd, x_bwd, g_fwd, g_bwd, z, x_highway = self._split(u)
@@ -87,10 +92,11 @@ class SRNMTEncoderUnit(RecurrentCell):
         d, half = self.d, self.d // 2
         projected = F.linear(x, self.linear.weight, self.linear.bias)
         if isinstance(self.norm, nn.LayerNorm):
-            projected = F.layer_norm(projected, (3 * d,), self.norm.weight, self.norm.bias, self.norm.eps)
+            projected = F.layer_norm(projected, (projected.size(-1),), self.norm.weight, self.norm.bias,
+                                     self.norm.eps)
         x_fwd, x_bwd = projected[..., :half], projected[..., half:d]
         g_fwd, g_bwd = projected[..., d:d + half], projected[..., d + half:2 * d]
-        z = projected[..., 2 * d:]
+        z = projected[..., 2 * d:]  # empty without the highway
 
         def recurrence(x_dir, g_dir):
             def step(t, state):

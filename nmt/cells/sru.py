@@ -7,7 +7,8 @@
     h_t  = r_t * tanh(c_t) + (1 - r_t) * x'_t      (highway; x'_t = x_t, or W_h x_t
                                                      when input and state sizes differ)
 
-3 weight matrices (4 with the highway projection). The gates depend on the
+3 weight matrices (4 with the highway projection); every input transform
+has a bias, and a decoder's initial state seeds the memory (c_0 = h_0). The gates depend on the
 input only, so the recurrence is linear (class a) and runs as one scan.
 ``peephole: true`` gives the v2 gates of Lei et al. 2018::
 

@@ -39,7 +39,7 @@ class TorchRNNCell(RecurrentCell):
     def bias_hh(self, direction: int) -> Tensor:
         return self._param("bias_hh", direction)
 
-    def project(self, x: Tensor) -> Tensor:
+    def project(self, x: Tensor, skip: Tensor | None = None) -> Tensor:
         if self.directions == 1:
             return F.linear(x, self.weight_ih(0), self.bias_ih(0))
         weight = torch.cat([self.weight_ih(0), self.weight_ih(1)], dim=0)
@@ -54,7 +54,8 @@ class TorchRNNCell(RecurrentCell):
         """Whether ``forward`` may use torch's fused kernel."""
         return True
 
-    def forward(self, x: Tensor, mask: Tensor, state0: list[State] | None = None) -> tuple[Tensor, list[State]]:
+    def forward(self, x: Tensor, mask: Tensor, state0: list[State] | None = None,
+                skip: Tensor | None = None) -> tuple[Tensor, list[State]]:
         if not self.fused:
             return super().forward(x, mask, state0)
         hx = None

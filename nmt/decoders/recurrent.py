@@ -82,7 +82,7 @@ class RecurrentDecoder(Decoder):
         for layer, (cell, connection) in enumerate(zip(self.cells, self.connections)):
             cell_state = tuple(state[f"{layer}.{j}"] for j in range(cell.state_size))
             name = str(layer)
-            u = cell.project(self.dropout(x))
+            u = cell.project(self.dropout(x), skip=x)
             history_gate = None
             if self.bahdanau and name in self.attentions:
                 context, _ = self.attend(name, cell_state[0], memory)
@@ -119,7 +119,7 @@ class RecurrentDecoder(Decoder):
         x = y_emb
         context = None
         for layer, (cell, connection, h0) in enumerate(zip(self.cells, self.connections, self.init(memory))):
-            h, _ = cell(self.dropout(x), y_mask, [cell.initial_state(h0.size(0), h0)])
+            h, _ = cell(self.dropout(x), y_mask, [cell.initial_state(h0.size(0), h0)], skip=x)
             name = str(layer)
             if name in self.attentions:
                 context, _ = self.attend(name, h, memory)

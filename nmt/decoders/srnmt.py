@@ -12,7 +12,12 @@ steps, so training computes every position at once (a linear scan per layer
 and batched attention). Ablations (paper Table 4): ``layer_norm: false``
 removes every LN; ``highway: false`` gives s_i = o_i;
 ``multi_attention: false`` keeps one attention, in the last layer, and the
-other layers use o_i = tanh(LN(s~_i W_s)).
+other layers use o_i = tanh(LN(s~_i W_s)). Without the highway, W has no z
+block (W in R^{d x 2d}).
+
+The paper also divides c_i by sqrt(d) to damp the encoder's gradient from
+many attentions; the LN after c_i W_c cancels that in the forward pass, so
+it is not applied here (with ``layer_norm: false`` c_i is unscaled).
 """
 
 from __future__ import annotations
@@ -37,8 +42,9 @@ class SRNMTDecoderLayer(nn.Module):
         super().__init__()
         self.d = d
         self.dropout = nn.Dropout(dropout)
-        self.linear = nn.Linear(input_size, 3 * d)
-        self.norm = _norm(3 * d, layer_norm)
+        width = 3 * d if highway else 2 * d  # [y~, g] (+ z)
+        self.linear = nn.Linear(input_size, width)
+        self.norm = _norm(width, layer_norm)
         self.state_proj = nn.Linear(d, d)  # W_s
         self.state_norm = _norm(d, layer_norm)
         self.context_proj = nn.Linear(memory_size, d) if attends else None  # W_c
@@ -46,11 +52,12 @@ class SRNMTDecoderLayer(nn.Module):
         self.highway = highway
         self.highway_proj = nn.Linear(input_size, d, bias=False) if highway and input_size != d else None
 
-    def gates(self, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """[y~, g, z] = LN(y W) for (B, [T,] D) inputs."""
-        return self.norm(self.linear(self.dropout(y))).split(self.d, dim=-1)
+    def gates(self, y: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+        """[y~, g, z] = LN(y W) for (B, [T,] D) inputs (z is None without the highway)."""
+        parts = self.norm(self.linear(self.dropout(y))).split(self.d, dim=-1)
+        return parts if self.highway else (*parts, None)
 
-    def combine(self, y: Tensor, z: Tensor, s_tilde: Tensor, context: Tensor | None) -> Tensor:
+    def combine(self, y: Tensor, z: Tensor | None, s_tilde: Tensor, context: Tensor | None) -> Tensor:
         """o = tanh(LN(s~ W_s) [+ LN(c W_c)]); s = (1 - σ(z)) o + σ(z) y."""
         pre = self.state_norm(self.state_proj(self.dropout(s_tilde)))
         if context is not None:
@@ -58,7 +65,7 @@ class SRNMTDecoderLayer(nn.Module):
         o = torch.tanh(pre)
         if not self.highway:
             return o
-        y_highway = self.highway_proj(y) if self.highway_proj is not None else y
+        y_highway = self.highway_proj(self.dropout(y)) if self.highway_proj is not None else y
         gate = torch.sigmoid(z)
         return (1 - gate) * o + gate * y_highway
 

@@ -48,6 +48,6 @@ class RecurrentEncoder(nn.Module):
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         m = mask.unsqueeze(-1).to(x.dtype)
         for cell, projection, connection in zip(self.cells, self.projections, self.connections):
-            out, _ = cell(self.dropout(x), mask)
+            out, _ = cell(self.dropout(x), mask, skip=x)
             x = connection(projection(out), x) * m
         return x

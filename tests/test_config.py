@@ -1,0 +1,135 @@
+"""Config loading: overrides, per-cell defaults, and one clear error per bad value."""
+
+from __future__ import annotations
+
+import pytest
+
+from nmt.config import apply_overrides, config_from_dict, load_config, parse_override, smoke
+from nmt.errors import ConfigError
+
+
+def test_defaults_resolve_per_cell():
+    srnmt = load_config(None, ["model.cell=srnmt"]).model
+    assert (srnmt.layer_norm, srnmt.multi_attention, srnmt.highway, srnmt.decoder_style) == (True, True, True, None)
+    gru = load_config(None, ["model.cell=gru"]).model
+    assert (gru.layer_norm, gru.multi_attention, gru.highway, gru.decoder_style, gru.input_feeding) == \
+        (False, False, None, "luong", True)
+    assert load_config(None, ["model.cell=gru", "model.decoder_style=bahdanau"]).model.input_feeding is False
+    atr = load_config(None, ["model.cell=atr"]).model
+    assert (atr.gates, atr.forget_sign, atr.candidate) == ("twin", "input_minus_history", "linear")
+    fsmn = load_config(None, ["model.cell=fsmn"]).model
+    assert (fsmn.memory, fsmn.order, fsmn.input_window, fsmn.input_feeding) == ("scalar", 10, 1, False)
+    assert fsmn.attention == "general" and gru.attention == "mlp"  # FSMN paper eq. 11 is multiplicative
+    assert load_config(None, ["model.hidden=64"]).model.emb == 64
+
+
+def test_overrides_take_yaml_values_lists_and_new_sections():
+    assert parse_override("train.lr=3e-4") == ("train.lr", "3e-4")  # YAML 1.1 string; the float field converts it
+    cfg = load_config(None, ["train.lr=3e-4", "model.gate_inputs=[state, source]", "data.train=[a.en, a.de]",
+                             "model.decoder_style=bahdanau", "model.context_gate=source",
+                             "data.valid=[b.en, b.de]", "data.test=[c.en, c.de]"])
+    assert cfg.train.lr == pytest.approx(3e-4)
+    assert cfg.model.gate_inputs == ["state", "source"]
+    assert cfg.data.preset is None and cfg.data.train == ["a.en", "a.de"]  # giving files means using them
+    assert apply_overrides({}, ["a.b.c=1"]) == {"a": {"b": {"c": 1}}}
+
+
+def test_yaml_file_and_override_precedence(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model: {cell: atr, hidden: 32}\ntrain: {lr: 0.01}\n")
+    cfg = load_config(path, ["model.hidden=48"])
+    assert (cfg.model.cell, cfg.model.hidden, cfg.train.lr) == ("atr", 48, 0.01)
+
+
+def test_smoke_keeps_flags_and_shrinks_sizes():
+    cfg = load_config(None, ["model.cell=srnmt", "model.enc_layers=4", "model.dec_layers=4", "model.highway=false"])
+    small = smoke(cfg)
+    assert small.model.enc_layers == 4 and small.model.highway is False
+    assert small.model.hidden <= 32 and small.train.max_epochs <= 2 and small.data.size <= 400
+    assert cfg.model.hidden == 256  # the original is untouched
+
+
+BAD = [
+    (["model.cell=lstmm"], "model.cell = 'lstmm' is not a known cell", "did you mean 'lstm'"),
+    (["model.hiden=3"], "unknown key 'model.hiden'", "did you mean 'model.hidden'"),
+    (["modle.cell=gru"], "unknown key 'modle'", "did you mean 'model'"),
+    (["model.hidden=abc"], "model.hidden = 'abc' must be an integer", ""),
+    (["model.hidden=2.5"], "model.hidden = 2.5 must be an integer", ""),
+    (["model.bidirectional=maybe"], "model.bidirectional = 'maybe' must be true or false", ""),
+    (["model.enc_layers=0"], "model.enc_layers = 0", "must be >= 1"),
+    (["model.dec_layers=-2"], "model.dec_layers = -2", "must be >= 1"),
+    (["model.dropout=1.5"], "model.dropout = 1.5", "must be in [0, 1)"),
+    (["train.lr=-0.1"], "train.lr = -0.1", "must be > 0"),
+    (["train.max_epochs=0"], "train.max_epochs = 0", "must be >= 1"),
+    (["model.attention=cosine"], "model.attention = 'cosine' is not allowed", "mlp, general, dot"),
+    (["model.gates=twin"], "model.gates = 'twin' does not exist for cell 'gru'", "remove it"),
+    (["model.cell=gru", "model.highway=false"], "model.highway", "applies to srnmt"),
+    (["model.cell=atr", "model.peephole=true"], "model.peephole = true does not exist for cell 'atr'", ""),
+    (["model.cell=srnmt", "model.input_feeding=true"], "model.input_feeding = true", "step-by-step decoder"),
+    (["model.context_gate=both"], "model.context_gate = 'both'", "decoder_style: bahdanau"),
+    (["model.cell=sru", "model.decoder_style=bahdanau", "model.context_gate=source"], "model.context_gate",
+     "sru has none"),
+    (["model.cell=gru", "model.decoder_style=bahdanau", "model.context_gate=both", "model.gate_inputs=[colour]"],
+     "unknown input 'colour'", "subset of state, source, prev_word"),
+    (["model.cell=fsmn", "model.input_window=3"], "model.input_window = 3", "1 or 2"),
+    (["model.cell=fsmn", "model.attention=dot"], "model.attention = 'dot'", "general"),
+    (["model.cell=srnmt", "model.dir_size=full"], "model.dir_size = 'full'", "dir_size: half"),
+    (["model.hidden=7"], "model.hidden = 7", "even"),
+    (["data.preset=null"], "data.train = None", "[SOURCE_FILE, TARGET_FILE]"),
+    (["data.train=[a.en]", "data.valid=[a,b]", "data.test=[a,b]"], "data.train = ['a.en']", "two paths"),
+    (["data.spm.vocab_size=4"], "data.spm.vocab_size = 4", ">= 8"),
+    (["data.spm.model_type=word"], "data.spm.model_type = 'word' is not allowed", "bpe, unigram"),
+    (["train=5"], "train must be a section", ""),
+    (["decode.beam=0"], "decode.beam = 0", ">= 1"),
+    (["train.max_minutes=-1"], "train.max_minutes = -1.0", "> 0"),
+    (["decode.valid_beam=0"], "decode.valid_beam = 0", ">= 1"),
+    (["train.lr=1e-6"], "train.min_lr = 1e-05", "between 0 and train.lr"),
+    (["train.plateau_patience=0"], "train.plateau_patience = 0", ">= 1"),
+    (["model.gate_inputs=[state]"], "model.gate_inputs = ['state'] has no gate to configure", "context_gate"),
+    (["model.cell=gru", "model.decoder_style=bahdanau", "model.context_gate=both", "model.gate_inputs=[state, state]"],
+     "model.gate_inputs = ['state', 'state']", "lists an input twice"),
+    (["data.preset=synthetic", "data.train=[a, b]", "data.valid=[a, b]", "data.test=[a, b]"],
+     "data.preset = 'synthetic' and data.train are both set", "data.preset=null"),
+]
+
+
+@pytest.mark.parametrize("overrides,what,fix", BAD, ids=[" ".join(b[0]) for b in BAD])
+def test_bad_values_name_key_value_and_fix(overrides, what, fix):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    message = str(info.value)
+    assert "\n" not in message and what in message and fix in message
+
+
+def test_malformed_yaml_and_missing_file_name_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {cell: [gru\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: malformed YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match=r"nope\.yaml: config file not found"):
+        load_config(tmp_path / "nope.yaml")
+    top = tmp_path / "list.yaml"
+    top.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        load_config(top)
+
+
+def test_set_without_equals_is_explained():
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        parse_override("model.cell")
+
+
+@pytest.mark.parametrize("overrides", [["model.cell=atr", "model.gates=coupled", "model.hidden=32"],
+                                       ["model.cell=gru", "model.decoder_style=bahdanau", "model.context_gate=both"],
+                                       ["model.cell=srnmt"], ["model.cell=fsmn", "model.input_window=2"]])
+def test_resolved_config_round_trips(overrides):
+    """Checkpoints store the resolved config; reading it back gives the same config."""
+    cfg = load_config(None, overrides)
+    assert config_from_dict(cfg.to_dict()) == cfg
+
+
+def test_files_given_on_the_command_line_replace_the_default_synthetic_corpus():
+    from nmt.train import DEFAULT_CONFIG
+
+    cfg = load_config(DEFAULT_CONFIG, ["data.train=[a.en, a.de]", "data.valid=[b.en, b.de]", "data.test=[c.en, c.de]"])
+    assert cfg.data.preset is None and cfg.data.test == ["c.en", "c.de"]
