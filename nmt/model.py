@@ -27,8 +27,10 @@ class Seq2Seq(nn.Module):
         self.encoder = make_encoder(cfg)
         self.decoder = make_decoder(cfg, self.encoder.output_size)
         self.generator = nn.Linear(cfg.emb, tgt_vocab)
+        # Weights N(0, 1/emb), lookups scaled by sqrt(emb): inputs have unit scale
+        # and softmax weights tied to the target embeddings start with sane logits.
+        self.embed_scale = cfg.emb ** 0.5
         for embedding in (self.src_embed, self.tgt_embed):
-            # N(0, 1/emb) instead of torch's N(0, 1): tied softmax weights start with sane logits
             nn.init.normal_(embedding.weight, std=cfg.emb ** -0.5)
             with torch.no_grad():
                 embedding.weight[PAD].zero_()
@@ -49,10 +51,10 @@ class Seq2Seq(nn.Module):
     # --- computation -------------------------------------------------------------
 
     def embed_target(self, y: Tensor) -> Tensor:
-        return self.dropout(self.tgt_embed(y))
+        return self.dropout(self.tgt_embed(y) * self.embed_scale)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
-        states = self.encoder(self.dropout(self.src_embed(src)), src_mask)
+        states = self.encoder(self.dropout(self.src_embed(src) * self.embed_scale), src_mask)
         return self.decoder.prepare({"states": states, "mask": src_mask})
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:

@@ -9,6 +9,11 @@ with status ``diverged`` instead of an exception. At the end the best
 validation model translates the test set (beam search) and is scored with
 sacreBLEU.
 
+The best epoch (kept in best.pt and used for the test set) is the one with
+the best ``train.valid_metric``. An epoch "improves" when validation BLEU or
+perplexity reaches a new best: early in training BLEU can sit at 0 while
+perplexity falls, and that is progress.
+
 Schedules (``train.lr_decay``):
 - ``halve``: lr *= decay_factor after every epoch (ATR paper).
 - ``plateau``: after ``plateau_patience`` epochs without improvement the
@@ -54,6 +59,8 @@ class Progress:
     lr: float = 0.0
     best_score: float | None = None  # valid BLEU, or -ppl with valid_metric: ppl
     best_epoch: int = 0
+    lowest_valid_ppl: float | None = None
+    highest_valid_bleu: float | None = None
     best_valid_bleu: float = 0.0  # valid BLEU of the selected epoch (best by train.valid_metric)
     best_valid_ppl: float = 0.0
     epochs_without_improvement: int = 0
@@ -225,13 +232,19 @@ class Trainer:
             valid_ppl, valid_bleu = self.validate()
             p.epoch = epoch
             score = valid_bleu if cfg.valid_metric == "bleu" else -valid_ppl
-            improved = p.best_score is None or score > p.best_score
-            if improved:
+            selected = p.best_score is None or score > p.best_score
+            if selected:
                 p.best_score, p.best_epoch = score, epoch
                 p.best_valid_bleu, p.best_valid_ppl = valid_bleu, valid_ppl
-                p.epochs_without_improvement = p.plateau_count = 0
                 atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                              "epoch": epoch}, self.checkpoint_dir / BEST)
+            improved = selected
+            if p.lowest_valid_ppl is None or valid_ppl < p.lowest_valid_ppl:
+                p.lowest_valid_ppl, improved = valid_ppl, True
+            if p.highest_valid_bleu is None or valid_bleu > p.highest_valid_bleu:
+                p.highest_valid_bleu, improved = valid_bleu, True
+            if improved:
+                p.epochs_without_improvement = p.plateau_count = 0
             else:
                 p.epochs_without_improvement += 1
             p.elapsed_seconds = elapsed_before + time.perf_counter() - started
@@ -241,7 +254,7 @@ class Trainer:
                        "lr": p.lr, "train_tokens_per_s": rate, "elapsed_s": p.elapsed_seconds}
             p.history.append(metrics)
             self.log(f"epoch {epoch}/{cfg.max_epochs}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
-                     f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if improved else ''}  "
+                     f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if selected else ''}  "
                      f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {_clock(p.elapsed_seconds)}")
             if cfg.patience and p.epochs_without_improvement >= cfg.patience:
                 p.stop_reason = "early stopping"

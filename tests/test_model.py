@@ -195,3 +195,13 @@ def test_beam_search_respects_length_limit():
     for hypothesis, length in zip(beam_search(model, src, src_mask, beam=3, max_len_ratio=0.5),
                                   src_mask.sum(dim=1).tolist()):
         assert len(hypothesis) <= int(length * 0.5) + 10
+
+
+def test_embeddings_have_unit_scale_and_tied_logits_start_near_uniform():
+    model = build(["model.cell=gru", "model.tie_embeddings=true"], hidden=32, emb=64)
+    y = torch.randint(4, V, (8, 20))
+    assert 0.7 < model.embed_target(y).std().item() < 1.3
+    src, src_mask, tgt, tgt_mask = batch()
+    _, nll = model.loss(src, src_mask, tgt, tgt, tgt_mask)
+    per_token = float(nll) / int(tgt_mask.sum())
+    assert abs(per_token - torch.log(torch.tensor(float(V))).item()) < 0.5

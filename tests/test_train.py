@@ -231,3 +231,31 @@ def test_cli_resume_extends_a_budget_and_refuses_a_changed_model(tmp_path, cache
     assert extended.returncode == 0, extended.stderr
     assert "resumed from" in extended.stdout and "epoch 2/2" in extended.stdout and "epoch 1/" not in extended.stdout
     assert json.loads((out / "metrics.json").read_text())["epochs"] == 2
+
+
+def scripted_validation(trainer, results):
+    """Replace validation by a script of (valid ppl, valid BLEU) per epoch."""
+    script = iter(results)
+    trainer.validate = lambda: next(script)
+
+
+def test_falling_perplexity_counts_as_progress_while_bleu_is_zero(tmp_path, tiny_config, tiny_data):
+    cfg = tiny_config("model.cell=rnn", "train.max_epochs=5", "train.lr_decay=plateau", "train.patience=2")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    scripted_validation(trainer, [(150.0, 0.0), (90.0, 0.0), (60.0, 0.0), (40.0, 0.0), (30.0, 0.1)])
+    progress = trainer.fit()
+    assert progress.epoch == 5 and progress.stop_reason == "max epochs"  # no early stop
+    assert [h["lr"] for h in progress.history] == [cfg.train.lr] * 5  # no plateau restart
+    assert progress.best_epoch == 5
+
+
+def test_plateau_and_early_stopping_need_both_metrics_to_stall(tmp_path, tiny_config, tiny_data):
+    cfg = tiny_config("model.cell=rnn", "train.max_epochs=8", "train.lr_decay=plateau", "train.patience=3")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    # epoch 2: only ppl improves (progress); epochs 3-5: nothing improves
+    scripted_validation(trainer, [(50.0, 5.0), (40.0, 4.0), (45.0, 4.5), (41.0, 3.0), (42.0, 2.0)])
+    progress = trainer.fit()
+    lrs = [h["lr"] for h in progress.history]
+    assert lrs[:3] == [cfg.train.lr] * 3 and lrs[3] == cfg.train.lr / 2 and lrs[4] == cfg.train.lr / 4
+    assert progress.stop_reason == "early stopping" and progress.epoch == 5
+    assert progress.best_epoch == 1 and progress.best_valid_bleu == 5.0  # selection is by BLEU
