@@ -49,6 +49,8 @@ class DataConfig:
     seed: int = 1  # synthetic: same seed, same corpus
     valid_size: int = 500  # synthetic: pairs in valid and in test
     test_size: int = 500
+    lexicon: float = 1.0  # synthetic: scale of the lexicon (0.25 = a quarter of the words, same grammar)
+    max_words: int = 60  # synthetic: longest source sentence in words
     train: list[str] | None = None  # [SRC, TGT] plain text, optionally .gz
     valid: list[str] | None = None
     test: list[str] | None = None
@@ -156,7 +158,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError as err:
-        raise ConfigError(f"--set {text!r}: value is not valid YAML ({_first_line(err)})") from None
+        raise ConfigError(f"--set {text!r}: value is not valid YAML ({one_line(err)})") from None
     return key, value
 
 
@@ -185,11 +187,11 @@ def read_yaml(path: str | Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: cannot read config ({_first_line(err)})") from None
+        raise ConfigError(f"{path}: cannot read config ({one_line(err)})") from None
     try:
         tree = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: malformed YAML: {_first_line(err)}") from None
+        raise ConfigError(f"{path}: malformed YAML: {one_line(err)}") from None
     if tree is None:
         return {}
     if not isinstance(tree, dict):
@@ -211,34 +213,44 @@ def config_from_dict(tree: dict, source: str = "config") -> Config:
     if not isinstance(tree, dict):
         raise ConfigError(f"{source}: expected a mapping with sections data/model/train/decode")
     explicit: set[str] = set()
-    cfg = _build(Config, tree, source, prefix="", explicit=explicit)
+    cfg = build_dataclass(Config, tree, source, prefix="", explicit=explicit)
     resolve(cfg, explicit, source)
     validate(cfg, source)
     return cfg
 
 
-def _build(cls, tree: dict, source: str, prefix: str, explicit: set[str]):
+def build_dataclass(cls, tree: dict, source: str, prefix: str, explicit: set[str]):
+    """``cls(**tree)`` with every key and value checked; ``explicit`` collects the keys given."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
         if key not in names:
-            raise ConfigError(f"{source}: unknown key {dotted!r}{_suggest(key, names, prefix)}")
+            raise ConfigError(f"{source}: unknown key {dotted!r}{suggest(key, names, prefix)}")
         hint = hints[key]
-        if dataclasses.is_dataclass(hint):
-            if value is None:
-                value = {}
-            if not isinstance(value, dict):
-                raise ConfigError(f"{source}: {dotted} must be a section (a mapping), got {value!r}")
-            kwargs[key] = _build(hint, value, source, prefix=f"{dotted}.", explicit=explicit)
+        section = _section_type(hint)
+        if section is not None and (isinstance(value, dict) or (value is None and dataclasses.is_dataclass(hint))):
+            kwargs[key] = build_dataclass(section, value or {}, source, prefix=f"{dotted}.", explicit=explicit)
+        elif section is not None and dataclasses.is_dataclass(hint):
+            raise ConfigError(f"{source}: {dotted} must be a section (a mapping), got {value!r}")
         else:
-            kwargs[key] = _check_type(value, hint, source, dotted)
+            kwargs[key] = check_value(value, hint, source, dotted)
             explicit.add(dotted)
     return cls(**kwargs)
 
 
-def _check_type(value: Any, hint: Any, source: str, key: str) -> Any:
+def _section_type(hint: Any):
+    """The dataclass a key holds (directly or as an option of a union), if any."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    for option in typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else ():
+        if dataclasses.is_dataclass(option):
+            return option
+    return None
+
+
+def check_value(value: Any, hint: Any, source: str, key: str) -> Any:
     """Return ``value`` coerced to ``hint`` or raise a ConfigError naming the key."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
@@ -250,7 +262,7 @@ def _check_type(value: Any, hint: Any, source: str, key: str) -> Any:
             if option is type(None):
                 continue
             try:
-                return _check_type(value, option, source, key)
+                return check_value(value, option, source, key)
             except ConfigError as err:
                 errors.append(err)
         raise errors[0]
@@ -258,8 +270,12 @@ def _check_type(value: Any, hint: Any, source: str, key: str) -> Any:
         choices = typing.get_args(hint)
         if value not in choices:
             names = ", ".join(str(c) for c in choices)
-            hint_text = _suggest(str(value), [str(c) for c in choices], "", quote=True)
+            hint_text = suggest(str(value), [str(c) for c in choices], "", quote=True)
             raise ConfigError(f"{source}: {key} = {value!r} is not allowed; choose one of {names}{hint_text}")
+        return value
+    if hint is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{source}: {key} = {value!r} must be a mapping of keys to values")
         return value
     if origin is list:
         (item_type,) = typing.get_args(hint)
@@ -267,7 +283,7 @@ def _check_type(value: Any, hint: Any, source: str, key: str) -> Any:
             value = [value]
         if not isinstance(value, list):
             raise ConfigError(f"{source}: {key} = {value!r} must be a list, e.g. [a, b]")
-        return [_check_type(item, item_type, source, f"{key}[{i}]") for i, item in enumerate(value)]
+        return [check_value(item, item_type, source, f"{key}[{i}]") for i, item in enumerate(value)]
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{source}: {key} = {value!r} must be true or false")
@@ -294,7 +310,7 @@ def _check_type(value: Any, hint: Any, source: str, key: str) -> Any:
     raise TypeError(f"unsupported config type {hint} for {key}")
 
 
-def _suggest(word: str, choices: list[str], prefix: str, quote: bool = False) -> str:
+def suggest(word: str, choices: list[str], prefix: str, quote: bool = False) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
     if not close:
         if quote:
@@ -303,7 +319,7 @@ def _suggest(word: str, choices: list[str], prefix: str, quote: bool = False) ->
     return f" (did you mean {prefix + close[0]!r}?)"
 
 
-def _first_line(err: Exception) -> str:
+def one_line(err: Exception) -> str:
     return " ".join(str(err).split())
 
 
@@ -330,7 +346,7 @@ def resolve(cfg: Config, explicit: set[str], source: str) -> None:
     if m.cell not in CELLS:
         raise ConfigError(
             f"{source}: model.cell = {m.cell!r} is not a known cell; choose one of "
-            f"{', '.join(CELLS)}{_suggest(m.cell, list(CELLS), '', quote=True)}"
+            f"{', '.join(CELLS)}{suggest(m.cell, list(CELLS), '', quote=True)}"
         )
     for key, (cells, default) in CELL_OPTIONS.items():
         value = getattr(m, key)
@@ -462,6 +478,10 @@ def validate(cfg: Config, source: str) -> None:
         for key in ("size", "valid_size", "test_size"):
             if getattr(d, key) < 1:
                 fail(f"data.{key}", getattr(d, key), "must be >= 1")
+        if not 0.0 < d.lexicon <= 1.0:
+            fail("data.lexicon", d.lexicon, "must be in (0, 1]: the share of the full synthetic lexicon")
+        if d.max_words < 8:
+            fail("data.max_words", d.max_words, "must be >= 8")
     if d.spm.vocab_size < 8:
         fail("data.spm.vocab_size", d.spm.vocab_size, "must be >= 8")
     if d.max_len < 2:

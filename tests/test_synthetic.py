@@ -3,13 +3,16 @@
 The phenomena are checked on the generated strings, with word-form tables
 rebuilt from the generator's lexicon (``_build_lexicon`` on a fresh
 ``random.Random(seed)`` gives the lexicon ``generate_corpus(seed, ...)`` uses:
-it is drawn first).
+it is drawn first). The corpus fixtures run every check twice: on the full
+lexicon and on a quarter of it (``lexicon=0.25``).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -24,11 +27,17 @@ from nmt.data.synthetic import generate_corpus, write_corpus
 
 SEED = 11
 PUNCTUATION = {",", ".", "?"}
+SMALL_LEXICON = 0.25
+
+
+@pytest.fixture(scope="module", params=[1.0, SMALL_LEXICON], ids=["full-lexicon", "small-lexicon"])
+def lexicon(request):
+    return request.param
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    return generate_corpus(SEED, 5000, 300, 300)
+def corpus(lexicon):
+    return generate_corpus(SEED, 5000, 300, 300, lexicon=lexicon)
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +87,10 @@ class Forms:
             found = None
             if token not in self.simple:
                 lex = self.lex
-                for m in range(syn.N_COMPOUND_MODIFIERS):
+                for m in range(lex.sizes.compound_modifiers):
                     prefix = lex.tgt_nouns[m] + lex.noun_link[m]
                     if token.startswith(prefix) and token[len(prefix):] in self.noun:
-                        head, plural = sorted(self.noun[token[len(prefix):]])[0]
+                        head, plural = min(self.noun[token[len(prefix):]])
                         found = (m, head, plural)
                         break
             self._compounds[token] = found
@@ -99,8 +108,8 @@ class Forms:
 
 
 @pytest.fixture(scope="module")
-def forms():
-    return Forms(syn._build_lexicon(random.Random(SEED)))
+def forms(lexicon):
+    return Forms(syn._build_lexicon(random.Random(SEED), syn.lexicon_sizes(lexicon)))
 
 
 # --------------------------------------------------------------------------- determinism and splits
@@ -167,7 +176,7 @@ def test_length_distribution(pairs):
     assert min(lengths) >= 3
     assert min(len(tgt) for _, tgt in pairs) >= 3
     assert sum(n >= 40 for n in lengths) >= 10
-    assert max(lengths) <= syn.MAX_SOURCE_TOKENS
+    assert max(lengths) <= syn.DEFAULT_MAX_WORDS
     assert 9 <= statistics.median(lengths) <= 20
     assert sum(5 <= n <= 25 for n in lengths) / len(lengths) > 0.75
 
@@ -177,10 +186,9 @@ def test_target_is_a_function_of_the_source(monkeypatch):
 
     With a tiny lexicon and no tense, negation, determiner or adjective variation, structurally different
     trees collide on the same source string often enough to find an ambiguity of the grammar."""
-    tiny = dict(N_NOUNS=2, N_COMPOUND_MODIFIERS=2, N_ADJECTIVES=1, N_TRANSITIVE=1, N_INTRANSITIVE=1,
-                N_CLAUSE_VERBS=1, N_ADVERBS=1, N_PREPOSITIONS=2, PRONOUNS=((3, False, 0), (1, True, 0)))
-    for name, value in tiny.items():
-        monkeypatch.setattr(syn, name, value)
+    monkeypatch.setattr(syn, "PRONOUNS", ((3, False, 0), (1, True, 0)))
+    tiny = syn.LexiconSizes(nouns=2, compound_modifiers=2, adjectives=1, transitive_verbs=1, intransitive_verbs=1,
+                            clause_verbs=1, adverbs=1, prepositions=2)
     lexical_noun_phrase = syn._Sampler.lexical_noun_phrase
 
     def plain_noun_phrase(self):
@@ -194,7 +202,7 @@ def test_target_is_a_function_of_the_source(monkeypatch):
     monkeypatch.setattr(syn._Sampler, "lexical_noun_phrase", plain_noun_phrase)
     monkeypatch.setattr(syn._Sampler, "verb_group", plain_verb_group)
     rng = random.Random(0)
-    generator = syn._SentenceGenerator(rng, syn._build_lexicon(rng))
+    generator = syn._SentenceGenerator(rng, syn._build_lexicon(rng, tiny))
     seen: dict[str, str] = {}
     long_repeats = 0
     for _ in range(30000):
@@ -209,24 +217,27 @@ def test_target_is_a_function_of_the_source(monkeypatch):
 # --------------------------------------------------------------------------- lexicon
 
 
-def test_lexicons_are_disjoint_and_one_to_one(pairs):
-    lex = syn._build_lexicon(random.Random(SEED))
+def test_lexicons_are_disjoint_and_one_to_one(pairs, forms):
+    lex = forms.lex
     source_vocab = {w for src, _ in pairs for w in src}
     target_vocab = {w for _, tgt in pairs for w in tgt}
     assert source_vocab & target_vocab <= PUNCTUATION  # nothing can be copied
-    for src_words, tgt_words, size in ((lex.src_nouns, lex.tgt_nouns, syn.N_NOUNS),
-                                       (lex.src_adjectives, lex.tgt_adjectives, syn.N_ADJECTIVES),
-                                       (lex.src_verbs, lex.tgt_verbs, len(lex.src_verbs)),
-                                       (lex.src_adverbs, lex.tgt_adverbs, syn.N_ADVERBS)):
+    sizes = lex.sizes
+    for src_words, tgt_words, size in ((lex.src_nouns, lex.tgt_nouns, sizes.nouns),
+                                       (lex.src_adjectives, lex.tgt_adjectives, sizes.adjectives),
+                                       (lex.src_verbs, lex.tgt_verbs, sizes.verbs),
+                                       (lex.src_adverbs, lex.tgt_adverbs, sizes.adverbs),
+                                       (lex.src_prepositions, lex.tgt_prepositions, sizes.prepositions)):
         assert len(set(src_words)) == len(set(tgt_words)) == size
     assert sorted(set(lex.noun_gender)) == [0, 1, 2]
     assert lex.noun_plural != lex.tgt_nouns
 
 
-def test_vocabulary_sizes(pairs):
+def test_vocabulary_sizes(pairs, lexicon):
     source_vocab = {w for src, _ in pairs for w in src}
     target_vocab = {w for _, tgt in pairs for w in tgt}
-    assert 700 <= len(source_vocab) <= 3000
+    low, high = {1.0: (700, 3000), SMALL_LEXICON: (200, 330)}[lexicon]  # 319 source word forms at 0.25
+    assert low <= len(source_vocab) <= high
     assert len(source_vocab) * 1.5 < len(target_vocab) <= 8000
 
 
@@ -419,7 +430,7 @@ def test_compounds_are_single_rare_target_words(pairs, forms):
             assert forms.compound(word) is not None, f"unknown target word {word!r}"
             assert word not in source_vocab
         compound_counts.update(target_compounds)
-        juxtaposed = sum(a in forms.src_noun_lemma and b in forms.src_noun_form for a, b in zip(src, src[1:]))
+        juxtaposed = sum(a in forms.src_noun_lemma and b in forms.src_noun_form for a, b in itertools.pairwise(src))
         assert len(target_compounds) == juxtaposed + src.count(of), f"{' '.join(src)}\n{' '.join(tgt)}"
     assert len(compound_counts) > 500
     assert sum(count == 1 for count in compound_counts.values()) > len(compound_counts) / 2
@@ -435,6 +446,166 @@ def test_compound_link_depends_on_the_first_noun(forms):
             assert word == lex.tgt_nouns[modifier] + lex.noun_link[modifier] + lex.tgt_nouns[head]
             assert forms.compound(word)[:2] == (modifier, head)
     assert len(set(lex.noun_link)) > 1
+
+
+# --------------------------------------------------------------------------- knobs: lexicon and max_words
+
+# sha256 of json.dumps(generate_corpus(*sizes)) with the default knobs, taken before the knobs existed. A change here
+# changes the corpus of every cached seed: bump syn.VERSION instead of just updating the digests.
+PINNED_DIGESTS = {
+    (1, 2000, 100, 100): "a271edb3fd932ba764b2c864b4e13279c39015ad2a1814611a2e0bb92fa2d022",
+    (7, 500, 50, 50): "262140b89b1808c5969f91af9ce954800b3d0f2e50c0c42e9a2826600f9c657a",
+}
+
+
+def test_default_knobs_give_the_pinned_corpus():
+    assert syn.VERSION == "2"
+    for sizes, digest in PINNED_DIGESTS.items():
+        assert _digest(generate_corpus(*sizes)) == digest
+    explicit = generate_corpus(7, 500, 50, 50, lexicon=1, max_words=syn.DEFAULT_MAX_WORDS)
+    assert _digest(explicit) == PINNED_DIGESTS[(7, 500, 50, 50)]
+
+
+def test_lexicon_sizes_scale_round_and_stop_at_the_minimums():
+    full = syn.lexicon_sizes(1.0)
+    assert full == syn.FULL_LEXICON == syn.LexiconSizes()
+    assert full == syn.LexiconSizes(nouns=400, compound_modifiers=80, adjectives=100, transitive_verbs=60,
+                                    intransitive_verbs=25, clause_verbs=15, adverbs=40, prepositions=12)
+    assert syn.lexicon_sizes(0.25) == syn.LexiconSizes(nouns=100, compound_modifiers=20, adjectives=25,
+                                                       transitive_verbs=15, intransitive_verbs=6, clause_verbs=4,
+                                                       adverbs=10, prepositions=4)
+    smallest = syn.lexicon_sizes(1e-9)
+    assert smallest == syn.SMALLEST_LEXICON
+    assert smallest == syn.LexiconSizes(nouns=20, compound_modifiers=5, adjectives=8, transitive_verbs=3,
+                                        intransitive_verbs=3, clause_verbs=3, adverbs=4, prepositions=4)
+    previous = smallest
+    for percent in range(1, 101):
+        sizes = syn.lexicon_sizes(percent / 100)
+        for name, value in sizes.as_dict().items():
+            assert getattr(previous, name) <= value <= getattr(full, name)
+        assert sizes.compound_modifiers <= sizes.nouns
+        assert sizes.verbs == sizes.transitive_verbs + sizes.intransitive_verbs + sizes.clause_verbs
+        previous = sizes
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        full.nouns = 10
+    with pytest.raises(ValueError, match="nouns"):
+        syn.LexiconSizes(nouns=0)
+    with pytest.raises(ValueError, match="compound_modifiers"):
+        syn.LexiconSizes(nouns=20, compound_modifiers=21)
+
+
+def test_a_reduced_lexicon_keeps_every_contrast():
+    """Even the smallest lexicon has all genders and plural classes, accusative and dative prepositions and
+    verbs, and several linking elements (small random draws would often miss one of them)."""
+    sizes = syn.lexicon_sizes(0.01)
+    for seed in range(30):
+        lex = syn._build_lexicon(random.Random(seed), sizes)
+        assert len(lex.src_nouns) == sizes.nouns and len(lex.src_verbs) == sizes.verbs
+        assert set(lex.noun_gender) == {0, 1, 2}
+        plural_classes = set()
+        for stem, plural in zip(lex.tgt_nouns, lex.noun_plural):
+            ending = plural[len(stem):] if plural.startswith(stem) else None
+            plural_classes.add(ending if ending in ("en", "e", "s", "") else "umlaut-er")
+        assert plural_classes == set(syn.PLURAL_CLASSES)
+        assert set(lex.prep_case) == {syn.ACC, syn.DAT}
+        assert set(lex.verb_object_case[:sizes.transitive_verbs]) == {syn.ACC, syn.DAT}
+        assert set(lex.noun_link[:sizes.compound_modifiers]) == set(syn.LINKS)
+    assert syn._with_every_value([0, 0, 0], (0, 1, 2)) == [0, 2, 1]
+    assert syn._with_every_value([1], (0, 1)) == [1]  # too few values: nothing to give up
+
+
+def test_the_full_lexicon_is_left_as_drawn():
+    """Seed 769 drew one case for all 12 prepositions; completing it would change that seed's default corpus."""
+    lex = syn._build_lexicon(random.Random(769), syn.lexicon_sizes(1.0))
+    assert len(set(lex.prep_case)) == 1
+
+
+def _word_types(corpus, side: int) -> set[str]:
+    return {w for split in syn.SPLITS for pair in corpus[split] for w in syn.tokenize(pair[side])}
+
+
+def test_small_lexicon_has_far_fewer_word_types():
+    full, small = generate_corpus(2, 3000, 0, 0), generate_corpus(2, 3000, 0, 0, lexicon=SMALL_LEXICON)
+    assert len(_word_types(small, 0)) < 0.45 * len(_word_types(full, 0))
+    assert len(_word_types(small, 1)) < 0.6 * len(_word_types(full, 1))
+
+
+@pytest.mark.parametrize("max_words", [8, 12, 20])
+def test_max_words_caps_the_source_length(max_words):
+    corpus = generate_corpus(4, 1500, 50, 50, max_words=max_words)
+    lengths = [len(syn.tokenize(src)) for split in syn.SPLITS for src, _ in corpus[split]]
+    assert len(lengths) == 1600
+    assert max(lengths) <= max_words
+    assert sum(n >= 0.8 * max_words for n in lengths) > 0.1 * len(lengths)  # the cap is used, not undershot
+
+
+def test_short_sentences_from_a_small_lexicon_keep_every_construction():
+    lexicon, max_words = SMALL_LEXICON, 20
+    corpus = generate_corpus(SEED, 3000, 0, 0, lexicon=lexicon, max_words=max_words)
+    forms = Forms(syn._build_lexicon(random.Random(SEED), syn.lexicon_sizes(lexicon)))
+    lex = forms.lex
+    counts = collections.Counter()
+    for src, tgt in corpus["train"]:
+        src, tgt = syn.tokenize(src), syn.tokenize(tgt)
+        assert len(src) <= max_words
+        counts["question"] += tgt[-1] == "?"
+        counts["coordination"] += any(w in lex.tgt_connectives for w in tgt)
+        counts["relative clause"] += any(w in forms.rel for w in tgt)
+        counts["complement clause"] += lex.tgt_function["that"] in tgt
+        counts["adverbial clause"] += any(w in lex.tgt_subordinators for w in tgt)
+        counts["compound"] += any(forms.compound(w) for w in tgt)
+        counts["perfect"] += any(w in forms.participle for w in tgt)
+        counts["dative"] += any(forms.det[w][3] == syn.DAT for w in tgt if w in forms.det)
+        counts["fronted verb"] += tgt[0] not in forms.det and tgt[0] not in forms.pronoun  # V2 or V1 order
+    for construction in ("question", "coordination", "relative clause", "complement clause", "adverbial clause",
+                         "compound", "perfect", "dative", "fronted verb"):
+        assert counts[construction] > 0.03 * 3000, (construction, counts)
+
+
+@pytest.mark.parametrize("knobs, name", [
+    ({"lexicon": 0}, "lexicon"), ({"lexicon": -0.5}, "lexicon"), ({"lexicon": 1.01}, "lexicon"),
+    ({"lexicon": float("nan")}, "lexicon"), ({"lexicon": "0.5"}, "lexicon"), ({"lexicon": True}, "lexicon"),
+    ({"max_words": 7}, "max_words"), ({"max_words": -20}, "max_words"), ({"max_words": 20.0}, "max_words"),
+    ({"max_words": None}, "max_words")])
+def test_invalid_knobs_raise_value_error_naming_them(knobs, name, tmp_path):
+    with pytest.raises(ValueError, match=f"^{name} "):
+        generate_corpus(1, 10, 1, 1, **knobs)
+    with pytest.raises(ValueError, match=f"^{name} "):
+        write_corpus(tmp_path, 1, 10, 1, 1, **knobs)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_knobs_are_keyword_only():
+    with pytest.raises(TypeError):
+        generate_corpus(1, 10, 1, 1, 0.5)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        write_corpus("unused", 1, 10, 1, 1, 0.5)  # type: ignore[misc]
+
+
+def test_same_knobs_same_corpus_different_knobs_different_corpus():
+    corpus = generate_corpus(3, 300, 30, 30, lexicon=0.3, max_words=16)
+    assert corpus == generate_corpus(3, 300, 30, 30, lexicon=0.3, max_words=16)
+    train = set(corpus["train"])
+    for other in ({"lexicon": 0.5, "max_words": 16}, {}):  # another lexicon: other words
+        other_corpus = generate_corpus(3, 300, 30, 30, **other)
+        assert not train & set(other_corpus["train"])
+    # Another cap filters the same stream of sentences: the same words, and the short sentences are shared.
+    longer = generate_corpus(3, 300, 30, 30, lexicon=0.3, max_words=24)
+    assert longer != corpus
+    assert max(len(syn.tokenize(src)) for src, _ in longer["train"]) > 16
+    more_short = generate_corpus(3, 600, 30, 30, lexicon=0.3, max_words=16)
+
+    def all_pairs(c):
+        return {pair for split in syn.SPLITS for pair in c[split]}
+
+    assert {pair for pair in all_pairs(longer) if len(syn.tokenize(pair[0])) <= 16} <= all_pairs(more_short)
+
+
+def test_gives_up_instead_of_looping_when_too_few_distinct_sentences_exist(monkeypatch):
+    monkeypatch.setattr(syn, "MAX_REPEATS_IN_A_ROW", 50)
+    monkeypatch.setattr(syn._SentenceGenerator, "pair", lambda self: (["a", "b", "."], ["c", "d", "."]))
+    with pytest.raises(ValueError, match="distinct"):
+        generate_corpus(1, 2, 0, 0)
 
 
 # --------------------------------------------------------------------------- files and command line
@@ -458,6 +629,10 @@ def test_write_corpus_writes_aligned_files_atomically(tmp_path):
     write_corpus(out, 9, 50, 5, 5)  # overwriting in place
     assert len(list(out.iterdir())) == 6
     assert len((out / "train.src").read_text(encoding="utf-8").splitlines()) == 50
+    write_corpus(out, 9, 40, 5, 5, lexicon=0.25, max_words=12)  # the knobs are passed on
+    small = generate_corpus(9, 40, 5, 5, lexicon=0.25, max_words=12)
+    assert (out / "valid.src").read_text(encoding="utf-8").splitlines() == [src for src, _ in small["valid"]]
+    assert (out / "train.tgt").read_text(encoding="utf-8").splitlines() == [tgt for _, tgt in small["train"]]
 
 
 def test_write_corpus_leaves_no_temporary_file_when_it_fails(tmp_path, monkeypatch):
@@ -482,7 +657,24 @@ def test_command_line_prints_examples_and_statistics(capsys, tmp_path):
     with pytest.raises(SystemExit) as exit_info:
         syn._main(["--help"])
     assert exit_info.value.code == 0
-    assert "--seed" in capsys.readouterr().out
+    help_text = capsys.readouterr().out
+    assert "--seed" in help_text and "--lexicon" in help_text and "--max-words" in help_text
+
+
+def test_command_line_knobs(capsys, tmp_path):
+    assert syn._main(["--seed", "2", "--size", "200", "--valid-size", "5", "--test-size", "5", "--show", "0",
+                      "--lexicon", "0.25", "--max-words", "12", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "lexicon 0.25 (100 nouns), max 12 source tokens" in out
+    source_line = next(line for line in out.splitlines() if line.startswith("train  source"))
+    assert int(source_line.split()[5]) <= 12  # the max column
+    expected = generate_corpus(2, 200, 5, 5, lexicon=0.25, max_words=12)
+    assert (tmp_path / "test.src").read_text(encoding="utf-8").splitlines() == [s for s, _ in expected["test"]]
+    for bad in (["--lexicon", "0"], ["--lexicon", "2"], ["--max-words", "7"]):
+        with pytest.raises(SystemExit) as exit_info:
+            syn._main(bad)
+        assert exit_info.value.code == 2
+        assert bad[0] in capsys.readouterr().err
 
 
 def test_text_reads_like_real_text_and_tokenize_inverts_it():

@@ -102,3 +102,36 @@ def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike, key:
             raise DataError(f"{key}: limit = {limit} must be >= 1")
         src, tgt = src[:limit], tgt[:limit]
     return list(zip(src, tgt))
+
+
+_SPLIT_PREFIXES = {"train": ("train",), "valid": ("valid", "val", "dev"), "test": ("test",)}
+
+
+def corpus_languages(directory: str | os.PathLike) -> list[str]:
+    """Language suffixes of the training files in a corpus directory (train.en.gz -> en)."""
+    names = [p.name[:-3] if p.name.endswith(".gz") else p.name for p in Path(directory).glob("train*")]
+    return sorted({name.rsplit(".", 1)[1] for name in names if "." in name})
+
+
+def discover_corpus(directory: str | os.PathLike, src: str, tgt: str) -> dict[str, list[str]]:
+    """{"train": [SRC, TGT], "valid": [...], "test": [...]} for a directory holding
+    train.L, val.L (or valid./dev.) and test*.L files (optionally .gz) for both languages."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise DataError(f"--data-dir {directory}: directory not found")
+    found = {}
+    for split, prefixes in _SPLIT_PREFIXES.items():
+        pair = []
+        for lang in (src, tgt):
+            matches = sorted({p for prefix in prefixes for pattern in (f"{prefix}*.{lang}", f"{prefix}*.{lang}.gz")
+                              for p in directory.glob(pattern)})
+            if not matches:
+                raise DataError(f"--data-dir {directory}: no {split} file for language {lang!r} "
+                                f"(expected {prefixes[0]}*.{lang} or {prefixes[0]}*.{lang}.gz); languages here: "
+                                f"{', '.join(corpus_languages(directory)) or 'none'}")
+            if len(matches) > 1:
+                raise DataError(f"--data-dir {directory}: several {split} files for {lang!r} "
+                                f"({', '.join(m.name for m in matches)}); choose with --set data.{split}=[SRC,TGT]")
+            pair.append(str(matches[0].resolve()))
+        found[split] = pair
+    return found

@@ -184,23 +184,28 @@ def _synthetic_corpus(cfg: DataConfig, cache: Path, log: Callable[[str], None]) 
     from nmt.data import synthetic  # imported lazily: file corpora do not need it
 
     root = cache / "synthetic"
-    final = root / f"seed{cfg.seed}-{cfg.size}-{cfg.valid_size}-{cfg.test_size}"
+    knobs = (f"-lex{cfg.lexicon:g}" if cfg.lexicon != 1.0 else "") + \
+        (f"-w{cfg.max_words}" if cfg.max_words != synthetic.DEFAULT_MAX_WORDS else "")
+    final = root / f"seed{cfg.seed}-{cfg.size}-{cfg.valid_size}-{cfg.test_size}{knobs}"
     fingerprint = _generator_fingerprint(synthetic)
     manifest = _read_manifest(final)
     if manifest is None or manifest.get("generator") != fingerprint:
         log(f"data: generating the synthetic corpus (seed {cfg.seed}, {cfg.size} train, "
-            f"{cfg.valid_size} valid, {cfg.test_size} test) in {final} ...")
+            f"{cfg.valid_size} valid, {cfg.test_size} test, lexicon {cfg.lexicon:g}, at most "
+            f"{cfg.max_words} words) in {final} ...")
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}.tmp-"))
         try:
-            written = synthetic.write_corpus(tmp, cfg.seed, cfg.size, cfg.valid_size, cfg.test_size)
+            written = synthetic.write_corpus(tmp, cfg.seed, cfg.size, cfg.valid_size, cfg.test_size,
+                                             lexicon=cfg.lexicon, max_words=cfg.max_words)
             files = {}
             for split in _SPLITS:
                 files[split] = [str(Path(p).resolve().relative_to(tmp.resolve())) for p in written[split]]
             (tmp / _MANIFEST).write_text(json.dumps({"generator": fingerprint, "files": files,
                                                      "seed": cfg.seed, "size": cfg.size,
                                                      "valid_size": cfg.valid_size,
-                                                     "test_size": cfg.test_size}, indent=1), encoding="utf-8")
+                                                     "test_size": cfg.test_size, "lexicon": cfg.lexicon,
+                                                     "max_words": cfg.max_words}, indent=1), encoding="utf-8")
             _install_dir(tmp, final)
         except OSError as err:
             raise DataError(f"{root}: cannot write the synthetic corpus ({err.strerror or err}); "

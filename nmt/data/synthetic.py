@@ -18,10 +18,11 @@ Source language (SVO, little morphology)
     start of the sentence or at the end of their clause.
 
 Target language (V2 main clauses, verb-final subordinate clauses)
-    * Lexicon: every source lemma (about 400 nouns, 100 adjectives, 100
-      verbs, 40 adverbs, 12 prepositions) maps to one target lemma. The two
-      vocabularies are drawn independently from different syllable
-      inventories and share no word, so every translation has to be learned.
+    * Lexicon: every source lemma (400 nouns, 100 adjectives, 100 verbs, 40
+      adverbs, 12 prepositions; fewer with ``lexicon``, see below) maps to one
+      target lemma. The two vocabularies are drawn independently from
+      different syllable inventories and share no word, so every translation
+      has to be learned.
     * Nouns have one of three genders and one of five plural classes (``-en``,
       ``-e``, ``-s``, umlaut + ``-er``, or no ending: then only the determiner
       shows the number).
@@ -55,8 +56,9 @@ Target language (V2 main clauses, verb-final subordinate clauses)
       Most compounds are rare, so only subword units can model them.
     * Lengths: recursion through complement clauses, relative clauses, PP
       attachment, coordination and adverbial clauses gives source sentences of
-      3 to 60 tokens, most between 5 and 25. Text is written like real text,
-      punctuation attached to the word before it (``tokenize`` splits it off).
+      3 to 60 tokens (``max_words``), most between 5 and 25. Text is written
+      like real text, punctuation attached to the word before it (``tokenize``
+      splits it off).
 
 Example, glossed (``.m.sg.acc``: gender, number, case; ``+s+``: linking element)::
 
@@ -64,30 +66,61 @@ Example, glossed (``.m.sg.acc``: gender, number, case; ``+s+``: linking element)
     tgt: when the.m.sg.nom man old.m.sg , REL.m.sg.acc the.m.sg.nom dog see.3sg , NOT slept has.3sg ,
          sang.1pl we today the.n.sg.acc door+s+house .
 
-Public API: ``generate_corpus`` and ``write_corpus``; ``python -m
-nmt.data.synthetic --help`` prints examples and statistics.
+Two knobs make a corpus that is quicker to learn (``generate_corpus``,
+``write_corpus``, and ``--lexicon``/``--max-words`` on the command line). With
+their defaults the corpus is the one earlier versions gave, byte for byte.
+
+``lexicon`` (0 < lexicon <= 1, default 1)
+    Multiplies the number of lemmas of every word class by the factor,
+    rounded, but keeps at least 20 nouns (5 of them compound modifiers), 8
+    adjectives, 3 verbs of each class (transitive, intransitive,
+    clause-taking), 4 adverbs and 4 prepositions (``lexicon_sizes``). Fewer
+    word types to learn, each one seen more often. The grammar, the closed
+    word classes (determiners, pronouns, connectives, subordinators) and the
+    inflection tables stay the same, and a reduced lexicon is made to keep
+    every contrast a small draw could lose by chance: all three genders and
+    five plural classes, accusative and dative prepositions and verbs, and
+    several linking elements among the compound modifiers. The lexicon is
+    still drawn from the seed, but a different factor gives different words.
+``max_words`` (>= 8, default 60)
+    The longest source sentence in tokens, punctuation included; longer
+    samples are drawn again. The grammar and its probabilities stay the same,
+    so the corpus is the full distribution restricted to short sentences:
+    every construction can still occur, but the long ones get rarer as the
+    cap falls (a relative clause is in 20% of the sentences without a cap, in
+    9% with ``max_words=20``, in 2% with 12). About 74% of all samples have at
+    most 20 tokens, 41% at most 12 and 21% at most 8, so redrawing stays cheap.
+    The cap only filters the stream of samples: with the same seed and
+    ``lexicon`` the words are the same, and so are the short sentences.
+
+Public API: ``generate_corpus``, ``write_corpus`` and ``lexicon_sizes``;
+``python -m nmt.data.synthetic --help`` prints examples and statistics.
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import math
+import numbers
 import pathlib
 import random
 import statistics
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from nmt.fileio import write_lines
 
-__all__ = ["generate_corpus", "write_corpus", "detokenize", "tokenize"]
+__all__ = ["LexiconSizes", "detokenize", "generate_corpus", "lexicon_sizes", "tokenize", "write_corpus"]
 
 VERSION = "2"  # bump when the output for a given seed changes
 SPLITS = ("train", "valid", "test")
 
-MAX_SOURCE_TOKENS = 60  # longer samples are drawn again
+DEFAULT_MAX_WORDS = 60  # cap on source tokens (punctuation included); longer samples are drawn again
+MIN_MAX_WORDS = 8  # the smallest cap that leaves room for every kind of clause ("the dog , REL sees , sleeps .")
 
 # Grammatical features.
 GENDERS = 3  # masculine, feminine, neuter
@@ -100,14 +133,6 @@ PRONOUNS = ((1, False, 0), (2, False, 0), (3, False, 0), (3, False, 1), (3, Fals
 # Clause connectives: (name, whether the target inverts subject and verb after it).
 CONNECTIVES = (("and", False), ("but", False), ("so", True))
 SUBORDINATORS = ("because", "when", "although", "if")
-
-# Lexicon sizes. Index order is frequency rank: words are drawn Zipf-like.
-N_NOUNS = 400
-N_COMPOUND_MODIFIERS = 80  # the most frequent nouns can be the first part of a compound
-N_ADJECTIVES = 100
-N_TRANSITIVE, N_INTRANSITIVE, N_CLAUSE_VERBS = 60, 25, 15
-N_ADVERBS = 40
-N_PREPOSITIONS = 12
 
 SRC_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "kl", "pr", "st", "tr")
 SRC_VOWELS = ("a", "e", "i", "o", "u")
@@ -122,6 +147,68 @@ PLURAL_CLASS_WEIGHTS = (0.3, 0.25, 0.15, 0.15, 0.15)
 LINKS = ("", "s", "en", "er", "e")
 
 Pair = tuple[str, str]
+
+
+# --------------------------------------------------------------------------- lexicon sizes
+
+
+@dataclass(frozen=True)
+class LexiconSizes:
+    """How many lemmas each open word class has (the same in both languages).
+
+    Lemma ids are frequency ranks: words are drawn Zipf-like, so id 0 is the most frequent. The defaults are the
+    full lexicon; ``lexicon_sizes(factor)`` gives a smaller one.
+    """
+
+    nouns: int = 400
+    compound_modifiers: int = 80  # the most frequent nouns can be the first part of a compound
+    adjectives: int = 100
+    transitive_verbs: int = 60
+    intransitive_verbs: int = 25
+    clause_verbs: int = 15  # verbs that take a "that"-clause
+    adverbs: int = 40
+    prepositions: int = 12
+
+    def __post_init__(self):
+        for name, value in self.as_dict().items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LexiconSizes.{name} must be a positive integer, got {value!r}")
+        if not 2 <= self.compound_modifiers <= self.nouns:  # a compound needs a modifier other than its head
+            raise ValueError(f"LexiconSizes.compound_modifiers must be between 2 and nouns ({self.nouns}), "
+                             f"got {self.compound_modifiers}")
+
+    @property
+    def verbs(self) -> int:
+        """All verbs; their ids run transitive, then intransitive, then clause-taking."""
+        return self.transitive_verbs + self.intransitive_verbs + self.clause_verbs
+
+    def as_dict(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+FULL_LEXICON = LexiconSizes()
+SMALLEST_LEXICON = LexiconSizes(nouns=20, compound_modifiers=5, adjectives=8, transitive_verbs=3,
+                                intransitive_verbs=3, clause_verbs=3, adverbs=4, prepositions=4)
+
+
+def _check_lexicon(lexicon: float) -> None:
+    """Accept a scale factor 0 < lexicon <= 1."""
+    if isinstance(lexicon, bool) or not isinstance(lexicon, numbers.Real) or not 0 < lexicon <= 1:
+        raise ValueError(f"lexicon must be a number with 0 < lexicon <= 1, got {lexicon!r}")
+
+
+def _check_max_words(max_words: int) -> None:
+    """Accept an integer cap max_words >= MIN_MAX_WORDS."""
+    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < MIN_MAX_WORDS:
+        raise ValueError(f"max_words must be an integer >= {MIN_MAX_WORDS}, got {max_words!r}")
+
+
+def lexicon_sizes(lexicon: float = 1.0) -> LexiconSizes:
+    """The full lexicon sizes times ``lexicon`` (0 < lexicon <= 1), rounded, but at least SMALLEST_LEXICON."""
+    _check_lexicon(lexicon)
+    smallest = SMALLEST_LEXICON.as_dict()
+    return LexiconSizes(**{name: max(smallest[name], math.floor(full * lexicon + 0.5))
+                           for name, full in FULL_LEXICON.as_dict().items()})
 
 
 # --------------------------------------------------------------------------- lexicon
@@ -183,6 +270,7 @@ def _source_past(lemma: str) -> str:
 class _Lexicon:
     """Both vocabularies and the target inflection tables. Lists are indexed by lemma id."""
 
+    sizes: LexiconSizes
     # source
     src_function: dict[str, str]
     src_pronouns: list[str]
@@ -250,8 +338,30 @@ def _agreement_slot(person: int, plural: bool) -> int:
     return person - 1 + (3 if plural else 0)
 
 
-def _build_lexicon(rng: random.Random) -> _Lexicon:
-    """Draw both vocabularies and the target morphology from ``rng``."""
+def _with_every_value(values: Sequence, choices: Sequence) -> list:
+    """``values`` with each of ``choices`` present at least once, as far as there are enough values: a missing
+    choice replaces the last value that occurs more than once (the rarest lemma sharing its value). No randomness."""
+    values = list(values)
+    for choice in choices:
+        counts = Counter(values)
+        if counts[choice]:
+            continue
+        shared = [i for i, value in enumerate(values) if counts[value] > 1]
+        if shared:
+            values[shared[-1]] = choice
+    return values
+
+
+def _unchanged(values: Sequence, choices: Sequence) -> list:
+    """``values`` as drawn (the full lexicon's contrasts are all but certain to be present)."""
+    return list(values)
+
+
+def _build_lexicon(rng: random.Random, sizes: LexiconSizes = FULL_LEXICON) -> _Lexicon:
+    """Draw both vocabularies, of the given sizes, and the target morphology from ``rng``."""
+    # A reduced lexicon could lack a contrast by chance (all 4 prepositions dative, no dative verb among 3, ...),
+    # so it gets every value. The full lexicon keeps its draws untouched: its corpora stay byte-identical.
+    complete = _with_every_value if sizes != FULL_LEXICON else _unchanged
     src = _WordMaker(rng, SRC_ONSETS, SRC_VOWELS, SRC_CODAS, coda_rate=0.15)
     src_function = {name: src.word((1,)) for name in
                     ("def", "indef", "indef_pl", "dem", "dem_pl", "not", "perfect", "that", "rel",
@@ -259,12 +369,11 @@ def _build_lexicon(rng: random.Random) -> _Lexicon:
     src_pronouns = src.words(len(PRONOUNS), (1,))
     src_connectives = src.words(len(CONNECTIVES), (1, 2))
     src_subordinators = src.words(len(SUBORDINATORS), (2,))
-    src_prepositions = src.words(N_PREPOSITIONS, (1, 2))
-    src_nouns = src.words(N_NOUNS, (2, 2, 3), lambda w: (w, _source_plural(w)))
-    src_adjectives = src.words(N_ADJECTIVES, (2, 3))
-    n_verbs = N_TRANSITIVE + N_INTRANSITIVE + N_CLAUSE_VERBS
-    src_verbs = src.words(n_verbs, (2, 3), lambda w: (w, _source_past(w)))
-    src_adverbs = src.words(N_ADVERBS, (3,))
+    src_prepositions = src.words(sizes.prepositions, (1, 2))
+    src_nouns = src.words(sizes.nouns, (2, 2, 3), lambda w: (w, _source_plural(w)))
+    src_adjectives = src.words(sizes.adjectives, (2, 3))
+    src_verbs = src.words(sizes.verbs, (2, 3), lambda w: (w, _source_past(w)))
+    src_adverbs = src.words(sizes.adverbs, (3,))
 
     # Determiners and relative pronouns: a consonant stem + a vowel-initial ending (unique by construction).
     vowel_consonant = [v + c for v in SRC_VOWELS for c in ("", "r", "n", "m", "s")]
@@ -289,26 +398,31 @@ def _build_lexicon(rng: random.Random) -> _Lexicon:
     tgt_pronouns = [tgt.words(3, (1,)) for _ in PRONOUNS]
     tgt_connectives = tgt.words(len(CONNECTIVES), (1, 2))
     tgt_subordinators = tgt.words(len(SUBORDINATORS), (1, 2))
-    tgt_prepositions = tgt.words(N_PREPOSITIONS, (1, 2))
-    prep_case = [rng.choice((ACC, DAT)) for _ in range(N_PREPOSITIONS)]
+    tgt_prepositions = tgt.words(sizes.prepositions, (1, 2))
+    prep_case = complete([rng.choice((ACC, DAT)) for _ in range(sizes.prepositions)], (ACC, DAT))
 
-    noun_plural_class = rng.choices(PLURAL_CLASSES, PLURAL_CLASS_WEIGHTS, k=N_NOUNS)
+    noun_plural_class = complete(rng.choices(PLURAL_CLASSES, PLURAL_CLASS_WEIGHTS, k=sizes.nouns), PLURAL_CLASSES)
     tgt_nouns = [tgt.word((1, 2, 2, 3), lambda w, c=c: (w, _target_plural(w, c))) for c in noun_plural_class]
     noun_plural = [_target_plural(w, c) for w, c in zip(tgt_nouns, noun_plural_class)]
-    noun_gender = [rng.randrange(GENDERS) for _ in range(N_NOUNS)]
-    noun_link = [rng.choice(LINKS) for _ in range(N_NOUNS)]
+    noun_gender = complete([rng.randrange(GENDERS) for _ in range(sizes.nouns)], range(GENDERS))
+    noun_link = [rng.choice(LINKS) for _ in range(sizes.nouns)]
+    n_modifiers = sizes.compound_modifiers  # only their linking elements are ever used
+    noun_link[:n_modifiers] = complete(noun_link[:n_modifiers], LINKS)
     adj_forms = [e for pair in adj_endings for e in pair]
-    tgt_adjectives = tgt.words(N_ADJECTIVES, (1, 2, 3), lambda w: [w + e for e in adj_forms])
+    tgt_adjectives = tgt.words(sizes.adjectives, (1, 2, 3), lambda w: [w + e for e in adj_forms])
 
     def verb_forms(stem: str) -> list[str]:
         finite = [stem + m + e for m in ("", past_marker) for e in present_endings]
         return finite + [participle_affixes[0] + stem + participle_affixes[1]]
 
-    tgt_verbs = tgt.words(n_verbs, (1, 2), verb_forms)
-    verb_object_case = [DAT if rng.random() < 0.2 else ACC for _ in range(n_verbs)]
-    tgt_adverbs = tgt.words(N_ADVERBS, (2, 3))
+    tgt_verbs = tgt.words(sizes.verbs, (1, 2), verb_forms)
+    verb_object_case = [DAT if rng.random() < 0.2 else ACC for _ in range(sizes.verbs)]
+    n_transitive = sizes.transitive_verbs  # only transitive verbs have an object
+    verb_object_case[:n_transitive] = complete(verb_object_case[:n_transitive], (ACC, DAT))
+    tgt_adverbs = tgt.words(sizes.adverbs, (2, 3))
 
     return _Lexicon(
+        sizes=sizes,
         src_function=src_function, src_pronouns=src_pronouns, src_connectives=src_connectives,
         src_subordinators=src_subordinators, src_prepositions=src_prepositions, src_nouns=src_nouns,
         src_adjectives=src_adjectives, src_verbs=src_verbs, src_adverbs=src_adverbs,
@@ -399,16 +513,19 @@ class _Sampler:
     by a coordinated clause. ``test_target_is_a_function_of_the_source`` checks it.
     """
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, sizes: LexiconSizes):
         self.rng = rng
-        self.noun_weights = _zipf_cum_weights(N_NOUNS)
-        self.modifier_weights = _zipf_cum_weights(N_COMPOUND_MODIFIERS)
-        self.adjective_weights = _zipf_cum_weights(N_ADJECTIVES)
-        self.transitive_weights = _zipf_cum_weights(N_TRANSITIVE)
-        self.intransitive_weights = _zipf_cum_weights(N_INTRANSITIVE)
-        self.clause_verb_weights = _zipf_cum_weights(N_CLAUSE_VERBS)
-        self.adverb_weights = _zipf_cum_weights(N_ADVERBS)
-        self.prep_weights = _zipf_cum_weights(N_PREPOSITIONS, exponent=0.7)
+        self.noun_weights = _zipf_cum_weights(sizes.nouns)
+        self.modifier_weights = _zipf_cum_weights(sizes.compound_modifiers)
+        self.adjective_weights = _zipf_cum_weights(sizes.adjectives)
+        self.transitive_weights = _zipf_cum_weights(sizes.transitive_verbs)
+        self.intransitive_weights = _zipf_cum_weights(sizes.intransitive_verbs)
+        self.clause_verb_weights = _zipf_cum_weights(sizes.clause_verbs)
+        self.adverb_weights = _zipf_cum_weights(sizes.adverbs)
+        self.prep_weights = _zipf_cum_weights(sizes.prepositions, exponent=0.7)
+        # Verb ids run transitive, intransitive, clause-taking (see _build_lexicon).
+        self.first_intransitive = sizes.transitive_verbs
+        self.first_clause_verb = sizes.transitive_verbs + sizes.intransitive_verbs
 
     def pick(self, cum_weights: list[float]) -> int:
         """A lemma id drawn with the given cumulative weights."""
@@ -467,14 +584,14 @@ class _Sampler:
         clause = self.verb_group(subject)
         r = rng.random()
         if complement_ok and depth < 4 and r < 0.16 * 0.6 ** depth:
-            clause.verb = N_TRANSITIVE + N_INTRANSITIVE + self.pick(self.clause_verb_weights)
+            clause.verb = self.first_clause_verb + self.pick(self.clause_verb_weights)
             clause.complement = self.clause(depth + 1, relative_ok=relative_ok)
             return clause
         if r < 0.75:
             clause.verb = self.pick(self.transitive_weights)
             clause.obj = self.noun_phrase(0.15, depth, relative_ok)
         else:
-            clause.verb = N_TRANSITIVE + self.pick(self.intransitive_weights)
+            clause.verb = self.first_intransitive + self.pick(self.intransitive_weights)
         self.adjuncts(clause, depth)
         return clause
 
@@ -487,7 +604,7 @@ class _Sampler:
                 clause.verb = self.pick(self.transitive_weights)
                 clause.obj = self.noun_phrase(0.15, depth, relative_ok=False)
             else:
-                clause.verb = N_TRANSITIVE + self.pick(self.intransitive_weights)
+                clause.verb = self.first_intransitive + self.pick(self.intransitive_weights)
         else:  # object relative: REL subject verb ...
             clause = self.verb_group(self.noun_phrase(0.35, depth, relative_ok=False))
             clause.verb = self.pick(self.transitive_weights)
@@ -667,16 +784,19 @@ def _tidy(tokens: list[str]) -> list[str]:
 class _SentenceGenerator:
     """Draws whole sentences (main clause, fronting, coordination, questions) and writes both sides."""
 
-    def __init__(self, rng: random.Random, lexicon: _Lexicon):
-        self.rng, self.lex = rng, lexicon
-        self.sampler = _Sampler(rng)
+    def __init__(self, rng: random.Random, lexicon: _Lexicon, max_words: int = DEFAULT_MAX_WORDS):
+        self.rng, self.lex, self.max_words = rng, lexicon, max_words
+        self.sampler = _Sampler(rng, lexicon.sizes)
         self.write = _Linearizer(lexicon)
 
     def pair(self) -> tuple[list[str], list[str]]:
-        """One (source tokens, target tokens) pair of at most MAX_SOURCE_TOKENS source tokens."""
+        """One (source tokens, target tokens) pair of at most ``max_words`` source tokens (punctuation included).
+
+        Longer sentences are drawn again, so the pairs follow the grammar's distribution restricted to short
+        sentences (at least 20% of all sentences have at most 8 tokens)."""
         while True:
             src, tgt = self._sentence()
-            if len(src) <= MAX_SOURCE_TOKENS:
+            if len(src) <= self.max_words:
                 return src, tgt
 
     def _sentence(self) -> tuple[list[str], list[str]]:
@@ -787,37 +907,57 @@ def _check_sizes(**sizes: int) -> None:
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
 
 
-def generate_corpus(seed: int, train_size: int, valid_size: int, test_size: int) -> dict[str, list[tuple[str, str]]]:
-    """Return {"train": [(src, tgt), ...], "valid": [...], "test": [...]}. Same seed and sizes -> identical output.
+# generate_corpus gives up when this many sentences in a row repeat earlier ones: the sizes asked for are
+# (nearly) all the distinct sentences the knobs allow.
+MAX_REPEATS_IN_A_ROW = 100_000
 
+
+def generate_corpus(seed: int, train_size: int, valid_size: int, test_size: int, *, lexicon: float = 1.0,
+                    max_words: int = DEFAULT_MAX_WORDS) -> dict[str, list[tuple[str, str]]]:
+    """Return {"train": [(src, tgt), ...], "valid": [...], "test": [...]}. Same seed, sizes and knobs -> identical
+    output; the default knobs give the corpus of earlier versions.
+
+    ``lexicon`` (0 < lexicon <= 1) scales the number of lemmas of every word class (see ``lexicon_sizes``);
+    ``max_words`` (>= 8) caps the source length in tokens, punctuation included (longer samples are drawn again).
     The three splits have no source sentence in common, and no duplicate source sentences within a split.
     Valid and test are drawn first, so they do not change when only ``train_size`` does.
     """
     _check_sizes(train_size=train_size, valid_size=valid_size, test_size=test_size)
+    sizes = lexicon_sizes(lexicon)
+    _check_max_words(max_words)
     rng = random.Random(seed)
-    generator = _SentenceGenerator(rng, _build_lexicon(rng))
+    generator = _SentenceGenerator(rng, _build_lexicon(rng, sizes), max_words)
     wanted = valid_size + test_size + train_size
     seen: set[str] = set()
     pairs: list[Pair] = []
+    repeats = 0
     while len(pairs) < wanted:
         src, tgt = generator.pair()
         source = detokenize(src)
-        if source not in seen:
-            seen.add(source)
-            pairs.append((source, detokenize(tgt)))
+        if source in seen:
+            repeats += 1
+            if repeats >= MAX_REPEATS_IN_A_ROW:
+                raise ValueError(f"cannot draw {wanted} distinct pairs with lexicon={lexicon!r}, "
+                                 f"max_words={max_words!r} (found {len(pairs)}); ask for fewer pairs")
+            continue
+        repeats = 0
+        seen.add(source)
+        pairs.append((source, detokenize(tgt)))
     return {"valid": pairs[:valid_size],
             "test": pairs[valid_size:valid_size + test_size],
             "train": pairs[valid_size + test_size:]}
 
 
-def write_corpus(out_dir: str | pathlib.Path, seed: int, train_size: int, valid_size: int,
-                 test_size: int) -> dict[str, tuple[pathlib.Path, pathlib.Path]]:
+def write_corpus(out_dir: str | pathlib.Path, seed: int, train_size: int, valid_size: int, test_size: int, *,
+                 lexicon: float = 1.0,
+                 max_words: int = DEFAULT_MAX_WORDS) -> dict[str, tuple[pathlib.Path, pathlib.Path]]:
     """Write train.src/train.tgt, valid.src/valid.tgt, test.src/test.tgt (UTF-8, one sentence per line, '\\n' line ends)
     into out_dir and return {"train": (src_path, tgt_path), ...}. Write each file to a temporary name in out_dir and
-    os.replace() it into place, so that a crash or a concurrent writer never leaves a half-written file."""
+    os.replace() it into place, so that a crash or a concurrent writer never leaves a half-written file.
+    ``lexicon`` and ``max_words`` are passed to ``generate_corpus``."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    corpus = generate_corpus(seed, train_size, valid_size, test_size)
+    corpus = generate_corpus(seed, train_size, valid_size, test_size, lexicon=lexicon, max_words=max_words)
     written: dict[str, tuple[pathlib.Path, pathlib.Path]] = {}
     for split in SPLITS:
         src_path, tgt_path = out_dir / f"{split}.src", out_dir / f"{split}.tgt"
@@ -831,10 +971,10 @@ def write_corpus(out_dir: str | pathlib.Path, seed: int, train_size: int, valid_
 
 
 def _corpus_statistics(pairs: list[Pair]) -> dict[str, dict[str, float]]:
-    """Token-length statistics and word vocabulary size of each side."""
+    """Token-length statistics (punctuation counts, as for ``max_words``) and vocabulary size of each side."""
     stats = {}
     for side, index in (("source", 0), ("target", 1)):
-        sentences = [pair[index].split() for pair in pairs]
+        sentences = [tokenize(pair[index]) for pair in pairs]
         lengths = [len(tokens) for tokens in sentences] or [0]
         vocabulary = {token for tokens in sentences for token in tokens}
         stats[side] = {"mean": statistics.fmean(lengths), "median": statistics.median(lengths),
@@ -853,18 +993,30 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--valid-size", type=int, default=500, help="validation pairs (default: 500)")
     parser.add_argument("--test-size", type=int, default=500, help="test pairs (default: 500)")
     parser.add_argument("--show", type=int, default=10, help="example training pairs to print (default: 10)")
+    parser.add_argument("--lexicon", type=float, default=1.0, metavar="FACTOR",
+                        help="scale every lexicon size (nouns, adjectives, verbs, ...) by FACTOR, 0 < FACTOR <= 1, "
+                             "for a corpus that is quicker to learn (default: 1.0, the full lexicon)")
+    parser.add_argument("--max-words", type=int, default=DEFAULT_MAX_WORDS, metavar="N",
+                        help=f"longest source sentence in tokens, punctuation included, N >= {MIN_MAX_WORDS}; "
+                             f"longer ones are drawn again (default: {DEFAULT_MAX_WORDS})")
     parser.add_argument("--out", metavar="DIR", help="also write the corpus files into DIR")
     args = parser.parse_args(argv)
     for name in ("size", "valid_size", "test_size", "show"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0")
+    if not 0 < args.lexicon <= 1:
+        parser.error(f"--lexicon must be > 0 and <= 1, got {args.lexicon:g}")
+    if args.max_words < MIN_MAX_WORDS:
+        parser.error(f"--max-words must be >= {MIN_MAX_WORDS}, got {args.max_words}")
+    knobs = {"lexicon": args.lexicon, "max_words": args.max_words}
 
     start = time.perf_counter()
-    corpus = generate_corpus(args.seed, args.size, args.valid_size, args.test_size)
+    corpus = generate_corpus(args.seed, args.size, args.valid_size, args.test_size, **knobs)
     seconds = time.perf_counter() - start
     for source, target in corpus["train"][:args.show]:
         print(f"SRC: {source}\nTGT: {target}\n")
-    print(f"seed {args.seed}: {args.size} train, {args.valid_size} valid, {args.test_size} test pairs "
+    print(f"seed {args.seed}, lexicon {args.lexicon:g} ({lexicon_sizes(args.lexicon).nouns} nouns), max "
+          f"{args.max_words} source tokens: {args.size} train, {args.valid_size} valid, {args.test_size} test pairs "
           f"generated in {seconds:.2f} s")
     print(f"{'split':<6} {'side':<7} {'mean':>6} {'median':>6} {'min':>4} {'max':>4} {'>40':>6} {'vocab':>6}")
     for split in SPLITS:
@@ -874,7 +1026,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"{split:<6} {side:<7} {s['mean']:6.1f} {s['median']:6.1f} {s['min']:4d} {s['max']:4d} "
                   f"{s['over_40']:6.1%} {s['vocab']:6d}")
     if args.out:
-        written = write_corpus(args.out, args.seed, args.size, args.valid_size, args.test_size)
+        written = write_corpus(args.out, args.seed, args.size, args.valid_size, args.test_size, **knobs)
         print("wrote " + ", ".join(str(p) for paths in written.values() for p in paths))
     return 0
 

@@ -1,0 +1,124 @@
+"""Ray Tune callbacks of the driver: live progress and MLflow logging.
+
+Both are pickled into Ray's experiment state (a resumed study restores
+them), so they keep only plain state and reconnect lazily.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from ray import tune
+
+from study.tracking import StudyTracker
+from study.trainable import trial_config, trial_key
+
+
+def _trial_key(trial) -> tuple[str, str, int, dict]:
+    info, tree = trial_config(trial.config)
+    sampled = {k: v for k, v in trial.config.items() if k != "trial"}
+    label = info["label"]
+    if sampled:
+        from study.results import search_label
+
+        label = search_label(trial, sampled)
+    return trial_key(trial.config), label, info["seed"], tree
+
+
+class MlflowCallback(tune.Callback):
+    """Per-epoch metrics of every trial into its MLflow child run, as results arrive."""
+
+    def __init__(self, tracker: StudyTracker):
+        self.tracker = tracker
+
+    def _run_id(self, trial):
+        key, label, seed, tree = _trial_key(trial)
+        return self.tracker.child(key, label, seed, tree)
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self._run_id(trial)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if result.get("final"):
+            return  # final metrics are logged by the driver's reconcile step, with the artifacts
+        step = int(result.get("epoch", result.get("training_iteration", 0)))
+        metrics = {k: v for k, v in result.items() if k in EPOCH_LOGGED}
+        self.tracker.log_epoch(self._run_id(trial), metrics, step)
+
+
+EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "lr", "train_tokens_per_s",
+                "elapsed_s")
+
+
+class ProgressCallback(tune.Callback):
+    """One status line on every trial event (and at most every ``every`` seconds otherwise):
+    running / done / diverged / failed, the best result so far and an ETA."""
+
+    def __init__(self, total: int, metric: str, mode: str, concurrency: int, every: float = 30.0):
+        self.total = total
+        self.metric = metric
+        self.mode = mode
+        self.concurrency = max(1, concurrency)
+        self.every = every
+        self.started = time.time()
+        self.last_line = 0.0
+        self.best: tuple[float, str] | None = None
+        self.finished: dict[str, str] = {}
+        self.durations: list[float] = []
+        self.starts: dict[str, float] = {}
+
+    def __setstate__(self, state):  # a resumed study: the clock restarts, the counts stay
+        self.__dict__.update(state)
+        self.started = time.time()
+        self.starts = {}
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self.starts[trial.trial_id] = time.time()
+        self._print(trials, force=not self.last_line)  # the first start, then completions and every 30 s
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        value = result.get(self.metric)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            better = self.best is None or (value > self.best[0] if self.mode == "max" else value < self.best[0])
+            if better:
+                self.best = (value, _trial_key(trial)[1])
+        if result.get("final"):
+            self.finished[trial.trial_id] = result.get("status", "ok")
+        self._print(trials)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.finished.setdefault(trial.trial_id, "stopped")
+        if trial.trial_id in self.starts:
+            self.durations.append(time.time() - self.starts.pop(trial.trial_id))
+        self._print(trials, force=True)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.finished[trial.trial_id] = "failed"
+        self.starts.pop(trial.trial_id, None)
+        self._print(trials, force=True)
+
+    def _print(self, trials, force: bool = False) -> None:
+        now = time.time()
+        if not force and now - self.last_line < self.every:
+            return
+        self.last_line = now
+        running = sum(t.status == "RUNNING" for t in trials)
+        done = len(self.finished)
+        counts = {s: sum(v == s for v in self.finished.values()) for s in ("diverged", "failed", "stopped")}
+        extra = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        best = f" | best {self.metric} {self.best[0]:.2f} ({self.best[1]})" if self.best else ""
+        print(f"[{_clock(now - self.started)}] trials: {running} running, {done}/{self.total} done"
+              f"{' (' + extra + ')' if extra else ''}{best}{self._eta(done)}", flush=True)
+
+    def _eta(self, done: int) -> str:
+        if not self.durations or done >= self.total:
+            return ""
+        mean = sum(self.durations) / len(self.durations)
+        remaining = (self.total - done) * mean / self.concurrency
+        return f" | ETA {_clock(remaining)}"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"

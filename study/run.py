@@ -1,0 +1,77 @@
+"""``python -m study.run NAME``: run a whole study (ablation, grid or Optuna search) on Ray Tune,
+track it in MLflow and export paper-style tables to results/NAME/."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from nmt.cli import run_main
+from nmt.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m study.run",
+        description="Run a named study from search_spaces/ (or a study .yaml file): every configuration and "
+                    "seed is a Ray Tune trial of the nmt core, tracked in MLflow; the tables and plots go to "
+                    "results/NAME/. python -m study.list shows the built-in studies.",
+        epilog="Examples: python -m study.run ablation_srnmt | python -m study.run cells --smoke | "
+               "python -m study.run depth_srnmt --data-dir ../shared/data/multi30k --langs en-de --seeds 2")
+    parser.add_argument("name", help="a built-in study (python -m study.list) or a path to a study .yaml file")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny data, model and budget, one seed: any study finishes in about 2 minutes")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a study key (seeds=3, budget.epochs=4) or a trial config key "
+                             "(model.hidden=128, train.lr=1e-3, data.size=10000); repeatable")
+    parser.add_argument("--seeds", type=int, help="seeds per configuration (same as --set seeds=N)")
+    parser.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
+    parser.add_argument("--gpus-per-trial", type=float, help="GPU share per trial, e.g. 0.25 (default: the study's)")
+    parser.add_argument("--cpus", type=int, help="CPUs of the local Ray instance (default: all)")
+    parser.add_argument("--address", help="join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
+                                          "starting a local one")
+    parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<results>/mlflow.db)")
+    parser.add_argument("--results", type=Path, default=Path("results"),
+                        help="results directory (default: ./results)")
+    parser.add_argument("--data-dir", type=Path, help="use the parallel corpus in DIR (train.L, val.L, test*.L, "
+                                                      "optionally .gz) instead of the study's data")
+    parser.add_argument("--langs", help="with --data-dir: the language pair SRC-TGT, e.g. en-de")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted study; finished trials "
+                                                              "are not run again")
+    parser.add_argument("--fresh", action="store_true", help="delete the study's previous results and start over")
+    parser.add_argument("--verbose", action="store_true", help="show the trials' own output")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    overrides = list(args.overrides)
+    if args.seeds is not None:
+        overrides.append(f"seeds={args.seeds}")
+    for flag, value in (("--max-concurrent", args.max_concurrent), ("--cpus", args.cpus)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} {value}: must be >= 1")
+    if args.gpus_per_trial is not None and args.gpus_per_trial < 0:
+        raise UserError(f"--gpus-per-trial {args.gpus_per_trial}: must be >= 0")
+    if args.resume and args.fresh:
+        raise UserError("--resume and --fresh exclude each other: continue the study, or start it over")
+    if args.langs and not args.data_dir:
+        raise UserError("--langs needs --data-dir (the directory of the corpus)")
+
+    from study.runner import RunOptions, run_study
+    from study.spec import load_study
+
+    spec = load_study(args.name, overrides, smoke_run=args.smoke)
+    command = "python -m study.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    options = RunOptions(results=args.results, resume=args.resume, fresh=args.fresh, address=args.address,
+                         num_cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,
+                         tracking_uri=args.tracking_uri, data_dir=args.data_dir, langs=args.langs,
+                         verbose=args.verbose, command=command)
+    return run_study(spec, options)
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

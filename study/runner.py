@@ -1,0 +1,378 @@
+"""Run a study on Ray Tune: data once in the driver, trials on Ray, MLflow from the driver,
+tables at the end.
+
+Layout under the results directory (``results/`` by default)::
+
+    results/mlflow.db                 MLflow tracking store (SQLite), unless --tracking-uri
+    results/mlflow-artifacts/<study>/ MLflow artifacts of that store
+    results/optuna.db                 Optuna studies (optuna-dashboard sqlite:///results/optuna.db)
+    results/ray/<study>/              Ray Tune experiment: trial results and checkpoints (resume)
+    results/<study>/                  study.json (state, command) and the exported tables and plots
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.config import config_from_dict
+from nmt.data.corpus import corpus_languages, discover_corpus
+from nmt.data.pipeline import load_data, resolve_cache_dir
+from nmt.errors import UserError
+from nmt.fileio import write_json, write_lines
+from study import plots
+from study.results import experiment_dir, load_records, load_saved_records, save_records
+from study.spec import StudySpec, Trial, expand, spec_to_dict
+from study.tables import build_table, export
+from study.tracking import StudyTracker, default_tracking_uri
+
+STATE_FILE = "study.json"
+
+
+@dataclass
+class RunOptions:
+    results: Path = Path("results")
+    resume: bool = False
+    fresh: bool = False
+    address: str | None = None
+    num_cpus: int | None = None
+    max_concurrent: int | None = None
+    gpus_per_trial: float | None = None
+    tracking_uri: str | None = None
+    data_dir: Path | None = None
+    langs: str | None = None
+    verbose: bool = False
+    command: str = ""
+
+
+# ---------------------------------------------------------------------------
+# state of a study run (results/<study>/study.json)
+
+
+def read_state(study_dir: Path) -> dict | None:
+    path = study_dir / STATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        raise UserError(f"{path}: unreadable study state; delete it (or run with --fresh)") from None
+
+
+def write_state(study_dir: Path, state: dict) -> None:
+    study_dir.mkdir(parents=True, exist_ok=True)
+    write_json(study_dir / STATE_FILE, state)
+
+
+def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
+    keys = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            keys += changed_keys(a, b, f"{prefix}{key}.")
+        elif a != b:
+            keys.append(f"{prefix}{key}: {a!r} -> {b!r}")
+    return keys
+
+
+# ---------------------------------------------------------------------------
+# data
+
+
+def prepare_data(spec: StudySpec, opts: RunOptions, log=print):
+    """Resolve the data block (--data-dir, absolute paths, the shared cache), load it once in
+    the driver (clear errors before any trial; the corpus and SentencePiece models are cached
+    for the trials) and return the test references."""
+    data = dict(spec.fields.data)
+    if opts.data_dir is not None:
+        langs = opts.langs
+        if langs is None:
+            found = corpus_languages(opts.data_dir)
+            if len(found) != 2:
+                raise UserError(f"--data-dir {opts.data_dir} holds languages {', '.join(found) or 'none'}; "
+                                "choose a pair with --langs SRC-TGT (e.g. --langs en-de)")
+            langs = "-".join(found)
+        if langs.count("-") != 1:
+            raise UserError(f"--langs {langs!r}: expected SRC-TGT, e.g. en-de")
+        src, tgt = langs.split("-")
+        data.update(discover_corpus(opts.data_dir, src, tgt))
+        data["preset"] = None
+    for split in ("train", "valid", "test"):
+        if data.get(split):
+            data[split] = [str(Path(p).expanduser().resolve()) for p in data[split]]
+    cfg = config_from_dict({**spec.base_tree(), "data": data}, source=spec.source)
+    data["cache_dir"] = str(resolve_cache_dir(cfg.data).resolve())
+    cfg = config_from_dict({**spec.base_tree(), "data": data}, source=spec.source)
+    parallel = load_data(cfg.data, log=log)
+    spec.fields.data = data
+    spec.tree = {**spec.tree, "data": data}
+    return [ref for _, ref in parallel.test_text], parallel.stats
+
+
+def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Trial]:
+    """Expanded trials with per-trial threads and device set from the resources."""
+    cpu = spec.fields.resources.cpu
+    gpu = opts.gpus_per_trial if opts.gpus_per_trial is not None else spec.fields.resources.gpu
+    trials = expand(spec)
+    for trial in trials:
+        trial.config["train"]["threads"] = max(1, int(cpu))
+        trial.config["train"]["device"] = "cuda" if gpu > 0 else "cpu"
+        trial.finished_dir = str(exp_dir / "finished")
+    (exp_dir / "finished").mkdir(parents=True, exist_ok=True)
+    return trials
+
+
+# ---------------------------------------------------------------------------
+# the run
+
+
+def run_study(spec: StudySpec, opts: RunOptions) -> int:
+    results_root = opts.results.resolve()
+    study_dir = results_root / spec.name
+    exp_dir = experiment_dir(results_root, spec.name)
+    _check_writable(results_root)
+    state = read_state(study_dir)
+    start = time.time()
+
+    if opts.resume:
+        if state is None or not exp_dir.is_dir():
+            raise UserError(f"study {spec.name}: nothing to resume in {results_root}; run it without --resume")
+    elif exp_dir.exists():  # a local run (committed reference tables alone do not count)
+        if not opts.fresh:
+            what = "a finished run" if state and state.get("status") == "complete" else "an unfinished run"
+            fix = ("python -m study.table " + spec.name + " shows its table; --fresh runs it again"
+                   if "finished" in what else "--resume continues it; --fresh starts over")
+            raise UserError(f"study {spec.name}: {results_root} holds {what}; {fix}")
+        _clear(results_root, spec.name)
+        state = None
+    elif state is not None:
+        print(f"replacing the reference results in {_shown(study_dir)} with this run's", flush=True)
+        _clear(results_root, spec.name)
+        state = None
+
+    print(f"study {spec.name}: {spec.fields.description}", flush=True)
+    references, stats = prepare_data(spec, opts)
+    if opts.resume:
+        stored = state.get("request", {})
+        changes = changed_keys(stored, spec.tree)
+        if changes:
+            raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
+                            "resume with the same file and options, or start a new study with --fresh")
+    trials = finalize_trials(spec, opts, exp_dir)
+    write_lines(study_dir / "test.ref", references)
+
+    uri = opts.tracking_uri or (state or {}).get("tracking_uri") or default_tracking_uri(results_root)
+    tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts")
+    tracker.connect()
+    closed = tracker.close_stale_runs()
+    if closed:
+        print(f"closed {closed} MLflow run(s) left RUNNING by a previous driver (marked KILLED)", flush=True)
+    parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
+                                                     "trials": len(trials), "command": opts.command},
+                                  parent_id=(state or {}).get("parent_run_id") if opts.resume else None)
+    state = {"study": spec.name, "status": "running", "request": spec.tree, "spec": spec_to_dict(spec),
+             "fingerprint": spec.fingerprint,
+             "tracking_uri": uri, "parent_run_id": parent, "command": opts.command,
+             "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")), "data": stats}
+    write_state(study_dir, state)
+    total = spec.fields.search.num_samples if spec.fields.search else len(trials)
+    print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
+
+    import ray
+
+    _start_ray(opts, spec)
+    try:
+        tuner = _tuner(spec, trials, opts, tracker, results_root, exp_dir)
+        tuner.fit()
+    except KeyboardInterrupt:
+        tracker.finish_parent("KILLED")
+        print(f"\ninterrupted: finished trials are kept. Resume with: python -m study.run {spec.name} --resume",
+              file=sys.stderr)
+        return 130
+    finally:
+        ray.shutdown()
+
+    records = load_records(results_root, spec.name)
+    tracker.reconcile(records)
+    outputs = write_exports(spec, records, references, study_dir)
+    state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+                 wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
+    write_state(study_dir, state)
+    tracker.finish_parent("FINISHED", outputs)
+    print((study_dir / "table.md").read_text(encoding="utf-8"))
+    print(f"wrote {', '.join(_shown(p) for p in outputs)}")
+    print(f"MLflow: mlflow ui --backend-store-uri {uri}   (study '{spec.name}', parent run {parent})")
+    if tracker.failures:
+        print(f"warning: {tracker.failures} MLflow logging call(s) failed ({tracker.first_failure}); the tables above "
+              f"come from Ray's storage; python -m study.table {spec.name} rebuilds them", file=sys.stderr)
+    print(f"study {spec.name} done in {_clock(time.time() - start)}")
+    return 0
+
+
+def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None, study_dir: Path) -> list[Path]:
+    """Tables (md, csv, tex, trials.csv), plots (png) and the trial records (trials.jsonl, hyps/)."""
+    save_records(records, study_dir)
+    records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
+    title = spec.fields.table.title or spec.fields.description
+    reference = spec.fields.table.reference if spec.kind != "search" else None
+    if spec.kind == "ablation" and reference is None:
+        reference = "full model"
+    row_order = None
+    if spec.kind != "search":
+        row_order = list(dict.fromkeys(t.label for t in sorted(expand(spec), key=lambda t: t.row)))
+    table = build_table(records, title, reference, references, row_order)
+    outputs = export(table, study_dir)
+    if len(table.rows):
+        outputs.append(plots.bar_plot(table.rows, title, study_dir / "bleu.png"))
+        outputs.append(plots.speed_plot(table.rows, title, study_dir / "bleu_vs_speed.png"))
+        if spec.fields.table.plot == "line" and spec.kind != "search":
+            x_key = spec.fields.table.x
+            by_label = {t.label: t for t in expand(spec)}
+            x_values = [_lookup(by_label[label].config, x_key) for label in table.rows["label"]]
+            outputs.append(plots.line_plot(table.rows, x_values, x_key, title, study_dir / "bleu_vs_" +
+                                           x_key.split(".")[-1] + ".png"))
+    return outputs
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory when it is inside it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def _lookup(tree: dict, dotted: str):
+    for part in dotted.split("."):
+        tree = tree[part]
+    return tree
+
+
+# ---------------------------------------------------------------------------
+# Ray
+
+
+def _start_ray(opts: RunOptions, spec: StudySpec) -> None:
+    import ray
+
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    kwargs = dict(include_dashboard=False, log_to_driver=opts.verbose, logging_level="ERROR",
+                  configure_logging=True)
+    try:
+        if opts.address:
+            ray.init(address=opts.address, **kwargs)
+        else:
+            ray.init(num_cpus=opts.num_cpus or os.cpu_count(), **kwargs)
+    except Exception as err:  # ConnectionError, RuntimeError, ...: one line either way
+        where = f"the Ray cluster at {opts.address}" if opts.address else "a local Ray instance"
+        fix = ("start it with `ray start --head` (and check the address and token)" if opts.address
+               else "check that /tmp is writable and no stale Ray processes hold it")
+        raise UserError(f"cannot start {where} ({' '.join(str(err).split())[:200]}); {fix}") from None
+
+
+def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: StudyTracker, results_root: Path,
+           exp_dir: Path):
+    from ray import tune
+
+    from study.callbacks import MlflowCallback, ProgressCallback
+    from study.trainable import TRIAL, train_trial
+
+    resources = {"cpu": spec.fields.resources.cpu,
+                 "gpu": opts.gpus_per_trial if opts.gpus_per_trial is not None else spec.fields.resources.gpu}
+    trainable = tune.with_resources(train_trial, resources)
+    if opts.resume and exp_dir.is_dir() and tune.Tuner.can_restore(str(exp_dir)):
+        return tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, resume_errored=True)
+
+    metric = spec.metrics[0]
+    total = spec.fields.search.num_samples if spec.fields.search else len(trials)
+    concurrency = opts.max_concurrent or max(1, int((opts.num_cpus or os.cpu_count() or 1) // resources["cpu"]))
+    callbacks = [MlflowCallback(tracker), ProgressCallback(total, metric.name, metric.mode, concurrency)]
+    search_alg, scheduler, param_space = None, None, {}
+    if spec.fields.search is not None:
+        search_alg = _optuna(spec, results_root)
+        param_space = {TRIAL: trials[0].to_dict()}
+    else:
+        param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
+    if spec.fields.scheduler.type == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        epochs = trials[0].config["train"]["max_epochs"]
+        scheduler = ASHAScheduler(time_attr="training_iteration", metric=metric.name, mode=metric.mode,
+                                  max_t=epochs + 1, grace_period=spec.fields.scheduler.grace_period,
+                                  reduction_factor=spec.fields.scheduler.reduction_factor)
+    # metric and mode go to the searcher and the scheduler themselves (a multi-objective
+    # searcher has several; Tune refuses them in both places)
+    tune_config = tune.TuneConfig(
+        search_alg=search_alg,
+        scheduler=scheduler, num_samples=spec.fields.search.num_samples if spec.fields.search else 1,
+        max_concurrent_trials=opts.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name)
+    run_config = tune.RunConfig(
+        name=spec.name, storage_path=str(results_root / "ray"), verbose=0, callbacks=callbacks,
+        failure_config=tune.FailureConfig(max_failures=2),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1))
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+
+
+def _trial_name(trial) -> str:
+    info = trial.config.get("trial", {})
+    return f"r{info.get('row', 0):02d}s{info.get('seed', 0)}_{trial.trial_id}"
+
+
+def _optuna(spec: StudySpec, results_root: Path):
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    search = spec.fields.search
+    space = {}
+    for key, dist in search.space.items():
+        kind = dist["type"]
+        if kind == "categorical":
+            space[key] = optuna.distributions.CategoricalDistribution(dist["choices"])
+        elif kind == "int":
+            space[key] = optuna.distributions.IntDistribution(dist["low"], dist["high"])
+        else:
+            space[key] = optuna.distributions.FloatDistribution(float(dist["low"]), float(dist["high"]),
+                                                                log=kind == "loguniform")
+    samplers = {"tpe": optuna.samplers.TPESampler, "random": optuna.samplers.RandomSampler,
+                "nsga2": optuna.samplers.NSGAIISampler}
+    sampler = samplers[search.sampler](seed=search.seed)
+    metrics = spec.metrics
+    multi = len(metrics) > 1
+    storage = optuna.storages.RDBStorage(optuna_storage(results_root))
+    with contextlib.suppress(KeyError):  # a fresh run replaces the Optuna study of the same name
+        optuna.delete_study(study_name=spec.name, storage=storage)
+    return OptunaSearch(space=space, metric=[m.name for m in metrics] if multi else metrics[0].name,
+                        mode=[m.mode for m in metrics] if multi else metrics[0].mode, sampler=sampler,
+                        study_name=spec.name, storage=storage)
+
+
+def optuna_storage(results_root: Path) -> str:
+    return f"sqlite:///{(results_root / 'optuna.db').resolve()}"
+
+
+def _clear(results_root: Path, study: str) -> None:
+    shutil.rmtree(experiment_dir(results_root, study), ignore_errors=True)
+    study_dir = results_root / study
+    if study_dir.is_dir():
+        shutil.rmtree(study_dir)
+
+
+def _check_writable(results_root: Path) -> None:
+    try:
+        results_root.mkdir(parents=True, exist_ok=True)
+        probe = results_root / f".write-test-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"results directory {results_root} is not writable ({err.strerror}); choose another "
+                        "with --results DIR") from None
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s"
+

@@ -1,0 +1,515 @@
+"""Study files (``search_spaces/<name>.yaml``): parsing, validation and expansion into trials.
+
+A study file names a base NMT config and how it varies::
+
+    name: ablation_srnmt
+    description: SR-NMT 4 layers, components removed (Di Gangi & Federico 2018, Table 4)
+    data: {preset: synthetic, size: 6000}
+    base:
+      model: {cell: srnmt, enc_layers: 4, dec_layers: 4, hidden: 64}
+      train: {lr: 0.002}
+    ablate: [model.layer_norm, model.multi_attention, model.highway]   # every subset switched off
+    seeds: 2
+    metric: {name: valid_bleu, mode: max}
+    budget: {epochs: 6}
+    table: {reference: SR-NMT 4L}
+
+Variation comes from exactly one of ``ablate``, ``grid``/``variants`` or
+``search`` (Optuna). Everything is validated before anything runs: every
+trial's config is built and checked by ``nmt.config``, and every problem is
+one ``ConfigError`` line naming the file, the key and the fix.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import itertools
+import json
+import re
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from nmt.config import (
+    ModelConfig,
+    apply_overrides,
+    build_dataclass,
+    config_from_dict,
+    read_yaml,
+    smoke,
+    suggest,
+)
+from nmt.errors import ConfigError
+from study.labels import component_names, display_value
+
+SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
+NMT_SECTIONS = ("model", "train", "decode")
+# Metrics every epoch reports (what schedulers and searchers can act on) and those known only at the end.
+EPOCH_METRICS = ("valid_bleu", "valid_ppl", "train_loss", "train_ppl", "train_tokens_per_s", "best_valid_bleu")
+FINAL_METRICS = ("test_bleu", "test_chrf", "decode_words_per_s", "params", "weight_matrices")
+
+
+@dataclass
+class MetricSpec:
+    name: str = "valid_bleu"
+    mode: Literal["max", "min"] = "max"
+
+
+@dataclass
+class SchedulerSpec:
+    type: Literal["fifo", "asha"] = "fifo"
+    grace_period: int = 1  # asha: epochs before a trial can be stopped
+    reduction_factor: int = 2
+
+
+@dataclass
+class ResourcesSpec:
+    cpu: float = 1.0  # per trial; also the torch threads of the trial
+    gpu: float = 0.0  # per trial, fractions allowed (0.25 = four trials per GPU)
+
+
+@dataclass
+class BudgetSpec:
+    epochs: int | None = None  # per trial: train.max_epochs
+    minutes: float | None = None  # per trial: train.max_minutes
+
+
+@dataclass
+class SearchSpec:
+    algorithm: Literal["optuna"] = "optuna"
+    sampler: Literal["tpe", "random", "nsga2"] = "tpe"
+    num_samples: int = 8
+    seed: int = 1
+    space: dict = field(default_factory=dict)  # dotted key -> {type, low, high} | {type: categorical, choices}
+
+
+@dataclass
+class TableSpec:
+    reference: str | None = None  # ablation: the full model's label; grid: the label of the reference row
+    label: str | None = None  # grid: row label template, e.g. "{model.cell} {model.enc_layers}L"
+    title: str | None = None
+    plot: Literal["bar", "line", "pareto", "none"] = "bar"
+    x: str | None = None  # line plot: the config key on the x axis
+
+
+@dataclass
+class StudyFields:
+    """The YAML keys of a study file (typed; the rest of ``StudySpec`` is derived)."""
+
+    name: str = ""
+    description: str = ""
+    data: dict = field(default_factory=dict)
+    base: dict = field(default_factory=dict)
+    ablate: list[str] | None = None
+    grid: dict | None = None
+    variants: list[dict] | None = None
+    search: SearchSpec | None = None
+    seeds: int = 1
+    metric: MetricSpec | list[MetricSpec] = field(default_factory=MetricSpec)
+    scheduler: SchedulerSpec = field(default_factory=SchedulerSpec)
+    resources: ResourcesSpec = field(default_factory=ResourcesSpec)
+    budget: BudgetSpec = field(default_factory=BudgetSpec)
+    table: TableSpec = field(default_factory=TableSpec)
+
+
+@dataclass
+class Trial:
+    """One configuration with one seed: what Ray Tune runs as a trial."""
+
+    key: str  # deterministic: hash of the resolved config (seed included)
+    label: str  # the table row it belongs to
+    row: int  # row order in the table
+    seed: int
+    config: dict  # the resolved NMT config (YAML shape)
+    changes: dict  # the keys this row changes against the base
+    finished_dir: str = ""  # where a finished trial keeps its final results (set by the runner)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class StudySpec:
+    fields: StudyFields
+    source: str
+    tree: dict  # the study file after --set overrides (what resume compares)
+
+    @property
+    def name(self) -> str:
+        return self.fields.name
+
+    @property
+    def kind(self) -> str:
+        if self.fields.search is not None:
+            return "search"
+        return "ablation" if self.fields.ablate else "grid"
+
+    @property
+    def metrics(self) -> list[MetricSpec]:
+        m = self.fields.metric
+        return m if isinstance(m, list) else [m]
+
+    @property
+    def multi_objective(self) -> bool:
+        return len(self.metrics) > 1
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(json.dumps(self.tree, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def base_tree(self) -> dict:
+        """The NMT config tree shared by every trial (budget applied)."""
+        tree = {section: copy.deepcopy(self.fields.base.get(section, {})) for section in NMT_SECTIONS}
+        tree["data"] = copy.deepcopy(self.fields.data)
+        budget = self.fields.budget
+        if budget.epochs is not None:
+            tree["train"]["max_epochs"] = budget.epochs
+        if budget.minutes is not None:
+            tree["train"]["max_minutes"] = budget.minutes
+        return tree
+
+
+# ---------------------------------------------------------------------------
+# loading
+
+
+def study_path(name_or_path: str) -> Path:
+    """A built-in study name (search_spaces/<name>.yaml) or a path to a study file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml"):
+        if not candidate.is_file():
+            raise ConfigError(f"{candidate}: study file not found; check the path")
+        return candidate
+    path = SPACES_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        names = builtin_studies()
+        raise ConfigError(f"unknown study {name_or_path!r}{suggest(name_or_path, names, '', quote=True)}; "
+                          f"built-in studies: {', '.join(names)} (or give a path to a .yaml study file)")
+    return path
+
+
+def builtin_studies() -> list[str]:
+    return sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
+
+
+def split_override(key: str) -> str:
+    """``model.hidden`` -> ``base.model.hidden``; ``data.size`` and study keys stay."""
+    first = key.split(".", 1)[0]
+    return f"base.{key}" if first in NMT_SECTIONS else key
+
+
+def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run: bool = False) -> StudySpec:
+    path = study_path(name_or_path)
+    tree = read_yaml(path)
+    source = str(path)
+    if overrides:
+        from nmt.config import parse_override
+
+        pairs = [parse_override(item) for item in overrides]
+        tree = apply_overrides(tree, [(split_override(k), v) for k, v in pairs], source="--set")
+    spec = spec_from_dict(tree, source, expected_name=path.stem)
+    if smoke_run:
+        spec = shrink_for_smoke(spec)
+    expand(spec)  # validates every trial config now, before anything runs
+    return spec
+
+
+def spec_to_dict(spec: StudySpec) -> dict:
+    """The effective study (after --set, --smoke and data resolution) in study-file shape;
+    ``spec_from_dict`` reads it back (study.table rebuilds tables from it)."""
+    tree = dataclasses.asdict(spec.fields)
+    return {key: value for key, value in tree.items() if value is not None}
+
+
+def spec_from_dict(tree: dict, source: str, expected_name: str | None = None) -> StudySpec:
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{source}: a study file is a mapping with name, description, base, ...")
+    tree = copy.deepcopy(tree)
+    raw_metric = tree.get("metric")
+    if isinstance(raw_metric, list):  # typed checking handles one MetricSpec; lists are checked item by item
+        tree.pop("metric")
+    fields = build_dataclass(StudyFields, tree, source, prefix="", explicit=set())
+    if isinstance(raw_metric, list):
+        fields.metric = [build_dataclass(MetricSpec, m if isinstance(m, dict) else {"name": m}, source,
+                                         prefix=f"metric[{i}].", explicit=set()) for i, m in enumerate(raw_metric)]
+        tree["metric"] = raw_metric
+    spec = StudySpec(fields, source, tree)
+    validate_spec(spec, expected_name)
+    return spec
+
+
+def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
+    f, source = spec.fields, spec.source
+
+    def fail(key: str, why: str) -> None:
+        raise ConfigError(f"{source}: {key}: {why}")
+
+    if not f.name:
+        fail("name", "missing; give the study a name (the file name without .yaml)")
+    if expected_name is not None and f.name != expected_name:
+        fail("name", f"is {f.name!r} but the file is {expected_name}.yaml; make them the same")
+    if not f.description:
+        fail("description", "missing; one line saying what the study reproduces (paper and table)")
+    for section in f.base:
+        if section not in NMT_SECTIONS:
+            fail(f"base.{section}", f"unknown section{suggest(section, list(NMT_SECTIONS), 'base.')}; "
+                                    f"base holds {', '.join(NMT_SECTIONS)} (data goes in the top-level data block)")
+    if f.grid is not None:
+        if not f.grid:
+            fail("grid", "is empty; give at least one axis, e.g. grid: {model.cell: [gru, atr]}")
+        for axis, values in f.grid.items():
+            if not isinstance(values, list) or not values:
+                fail(f"grid.{axis}", f"= {values!r}: an axis is a non-empty list of values")
+    if f.variants is not None:
+        if not f.variants:
+            fail("variants", "is empty; give a list of {label: ..., set: {key: value}}")
+        for i, variant in enumerate(f.variants):
+            if not isinstance(variant, dict) or set(variant) - {"label", "set"} or not isinstance(variant.get("set", {}), dict):
+                fail(f"variants[{i}]", "each variant is {label: TEXT, set: {KEY: VALUE, ...}}")
+            if not variant.get("label"):
+                fail(f"variants[{i}].label", "missing; variants need a row label")
+    ways = [name for name, value in (("ablate", f.ablate), ("grid", f.grid or f.variants), ("search", f.search))
+            if value]
+    if not ways:
+        fail("ablate/grid/search", "the study varies nothing; add ablate (components to switch off), "
+                                   "grid (axes), variants or search (Optuna)")
+    if len(ways) > 1:
+        fail(ways[1], f"cannot be combined with {ways[0]}; use one of ablate, grid/variants, search per study")
+    if f.seeds < 1:
+        fail("seeds", f"= {f.seeds}: must be >= 1")
+    _validate_metrics(spec, fail)
+    r = f.resources
+    if r.cpu <= 0:
+        fail("resources.cpu", f"= {r.cpu}: must be > 0")
+    if r.gpu < 0:
+        fail("resources.gpu", f"= {r.gpu}: must be >= 0 (fractions like 0.25 share a GPU)")
+    b = f.budget
+    if b.epochs is not None and b.epochs < 1:
+        fail("budget.epochs", f"= {b.epochs}: must be >= 1")
+    if b.minutes is not None and b.minutes <= 0:
+        fail("budget.minutes", f"= {b.minutes}: must be > 0")
+    s = f.scheduler
+    if s.grace_period < 1 or s.reduction_factor < 2:
+        fail("scheduler", "grace_period must be >= 1 and reduction_factor >= 2")
+    if f.search is not None:
+        _validate_search(spec, fail)
+    if f.table.plot == "line" and not f.table.x:
+        fail("table.x", "a line plot needs the config key on its x axis, e.g. table.x: model.enc_layers")
+
+
+def _validate_metrics(spec: StudySpec, fail) -> None:
+    known = EPOCH_METRICS + FINAL_METRICS
+    for metric in spec.metrics:
+        if metric.name not in known:
+            fail("metric.name", f"= {metric.name!r} is not reported by trials"
+                                f"{suggest(metric.name, list(known), '', quote=True)}; choose one of {', '.join(known)}")
+    if len(spec.metrics) > 2:
+        fail("metric", "at most two objectives (e.g. valid_bleu up and train_tokens_per_s up)")
+    if spec.multi_objective:
+        if spec.fields.search is None:
+            fail("metric", "several objectives need a search (search: {algorithm: optuna, ...})")
+        if spec.fields.scheduler.type != "fifo":
+            fail("scheduler", "early stopping (asha) needs a single metric; use scheduler: fifo with several objectives")
+    if spec.fields.scheduler.type == "asha" and spec.metrics[0].name not in EPOCH_METRICS:
+        fail("metric.name", f"= {spec.metrics[0].name!r} is known only when a trial ends; asha compares "
+                            f"trials every epoch: use one of {', '.join(EPOCH_METRICS)}")
+
+
+DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
+
+
+def _validate_search(spec: StudySpec, fail) -> None:
+    search = spec.fields.search
+    if search.num_samples < 1:
+        fail("search.num_samples", f"= {search.num_samples}: must be >= 1")
+    if not search.space:
+        fail("search.space", "is empty; give distributions, e.g. train.lr: {type: loguniform, low: 1e-4, high: 3e-3}")
+    if search.sampler == "nsga2" and not spec.multi_objective:
+        fail("search.sampler", "nsga2 is a multi-objective sampler; use tpe or random with one metric")
+    for key, dist in search.space.items():
+        where = f"search.space.{key}"
+        if not isinstance(dist, dict) or "type" not in dist:
+            fail(where, "each entry is {type: uniform|loguniform|int|categorical, low/high or choices}")
+        kind = dist["type"]
+        if kind not in DISTRIBUTIONS:
+            fail(f"{where}.type", f"= {kind!r}: choose one of {', '.join(DISTRIBUTIONS)}")
+        if kind == "categorical":
+            if set(dist) != {"type", "choices"} or not isinstance(dist["choices"], list) or not dist["choices"]:
+                fail(where, "a categorical distribution is {type: categorical, choices: [a, b, ...]}")
+            continue
+        if set(dist) != {"type", "low", "high"}:
+            fail(where, f"a {kind} distribution is {{type: {kind}, low: L, high: H}}")
+        low, high = dist["low"], dist["high"]
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (low, high)):
+            fail(where, f"low and high must be numbers (got {low!r}, {high!r})")
+        if not low < high:
+            fail(where, f"low = {low} must be < high = {high}; swap them")
+        if kind == "loguniform" and low <= 0:
+            fail(where, f"low = {low}: a loguniform distribution needs low > 0")
+        if kind == "int" and not (isinstance(low, int) and isinstance(high, int)):
+            fail(where, "an int distribution needs integer low and high")
+
+
+def shrink_for_smoke(spec: StudySpec) -> StudySpec:
+    """--smoke: tiny data, model and budget, one seed, a few samples; every axis kept."""
+    spec = copy.deepcopy(spec)
+    f = spec.fields
+    f.seeds = 1
+    f.budget = BudgetSpec(epochs=1, minutes=0.5)
+    if f.search is not None:
+        f.search.num_samples = min(f.search.num_samples, 3)
+    probe = config_from_dict(spec.base_tree(), source=spec.source)
+    small = smoke(probe)
+    f.data = {**f.data, **{k: getattr(small.data, k) for k in ("size", "valid_size", "test_size", "max_len", "limit")},
+              "spm": {**f.data.get("spm", {}), "vocab_size": small.data.spm.vocab_size}}
+    if f.data.get("preset", "synthetic") == "synthetic" and not any(f.data.get(k) for k in ("train", "valid", "test")):
+        f.data.pop("limit", None)
+    model = f.base.setdefault("model", {})
+    model["hidden"], model["emb"] = small.model.hidden, small.model.emb
+    f.base.setdefault("train", {})["batch_tokens"] = small.train.batch_tokens
+    f.base.setdefault("decode", {})["beam"] = small.decode.beam
+    if "order" in model:
+        model["order"] = min(model["order"], 4)
+    if f.search is not None:  # keep sampled sizes small too
+        for key in ("model.hidden", "model.emb"):
+            if key in f.search.space:
+                f.search.space[key] = {"type": "categorical", "choices": [16, 32]}
+    spec.tree = {**spec.tree, "smoke": True}
+    return spec
+
+
+# ---------------------------------------------------------------------------
+# expansion into trials
+
+
+def expand(spec: StudySpec) -> list[Trial]:
+    """Every (configuration, seed) of the study, validated. Search studies expand to their
+    base config only (Optuna samples the rest while the study runs)."""
+    rows = _rows(spec)
+    trials: list[Trial] = []
+    for row, (label, changes) in enumerate(rows):
+        for seed in range(1, spec.fields.seeds + 1):
+            tree = apply_overrides(spec.base_tree(), [*changes.items(), ("train.seed", seed)])
+            cfg = config_from_dict(tree, source=f"{spec.source} ({label})")
+            config = cfg.to_dict()
+            key = config_key(config)
+            trials.append(Trial(key, label, row, seed, config, dict(changes)))
+    return trials
+
+
+def config_key(config: dict) -> str:
+    """Deterministic trial key: same resolved config (seed included), same key."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _rows(spec: StudySpec) -> list[tuple[str, dict]]:
+    f = spec.fields
+    if f.search is not None:
+        return [("search base", {})]
+    if f.ablate:
+        return _ablation_rows(spec)
+    return _grid_rows(spec)
+
+
+def _ablation_rows(spec: StudySpec) -> list[tuple[str, dict]]:
+    """The full model, then every subset of components switched off, smallest subsets first
+    (the order of the SR-NMT paper's Table 4)."""
+    f = spec.fields
+    base = config_from_dict(spec.base_tree(), source=spec.source)
+    hints = typing.get_type_hints(ModelConfig)
+    for key in f.ablate:
+        section, _, name = key.partition(".")
+        if section != "model" or name not in hints:
+            raise ConfigError(f"{spec.source}: ablate: {key!r} is not a model component"
+                              f"{suggest(name, list(hints), 'model.', quote=True)}; ablate lists boolean "
+                              "model keys such as model.layer_norm")
+        if hints[name] not in (bool, bool | None):
+            raise ConfigError(f"{spec.source}: ablate: {key} is not a boolean component (it takes "
+                              f"{getattr(base.model, name)!r}); ablate switches components off - use grid for other values")
+        if getattr(base.model, name) is not True:
+            raise ConfigError(f"{spec.source}: ablate: {key} is already off in the base config (cell "
+                              f"{base.model.cell}); an ablation starts from the full model with it on")
+    if len(set(f.ablate)) != len(f.ablate):
+        raise ConfigError(f"{spec.source}: ablate lists a component twice; name each once")
+    reference = f.table.reference or "full model"
+    rows = [(reference, {})]
+    for size in range(1, len(f.ablate) + 1):
+        for removed in itertools.combinations(f.ablate, size):
+            rows.append((ablation_label(removed), {key: False for key in removed}))
+    return rows
+
+
+def ablation_label(removed: tuple[str, ...]) -> str:
+    """Paper-style row labels: "- LayerNorm" for one component, "- LN & MA" for several."""
+    names = [component_names(key) for key in removed]
+    if len(names) == 1:
+        return f"- {names[0][0]}"
+    shorts = [short for _, short in names]
+    return "- " + ", ".join(shorts[:-1]) + " & " + shorts[-1]
+
+
+def _grid_rows(spec: StudySpec) -> list[tuple[str, dict]]:
+    f = spec.fields
+    axes = []
+    for axis, values in (f.grid or {}).items():
+        keys = axis.split("+")  # "model.enc_layers+model.dec_layers": linked axes take the same value
+        axes.append([{key: value for key in keys} for value in values])
+    variants = [(v["label"], dict(v.get("set", {}))) for v in (f.variants or [])] or [(None, {})]
+    rows = []
+    for variant_label, variant_changes in variants:
+        for combination in itertools.product(*axes) if axes else [()]:
+            changes = {**variant_changes}
+            for part in combination:
+                changes.update(part)
+            rows.append((grid_label(spec, variant_label, changes), changes))
+    labels = [label for label, _ in rows]
+    duplicates = {label for label in labels if labels.count(label) > 1}
+    if duplicates:
+        raise ConfigError(f"{spec.source}: table.label gives several rows the label {sorted(duplicates)[0]!r}; "
+                          "include every grid axis in the label template")
+    if f.table.reference is not None and f.table.reference not in labels:
+        raise ConfigError(f"{spec.source}: table.reference = {f.table.reference!r} is not a row; rows are: "
+                          f"{', '.join(labels[:6])}{', ...' if len(labels) > 6 else ''}")
+    return rows
+
+
+def grid_label(spec: StudySpec, variant_label: str | None, changes: dict) -> str:
+    template = spec.fields.table.label
+    if template:
+        values = {**_flat(config_from_dict(spec.base_tree(), source=spec.source).to_dict()), **changes}
+
+        def fill(match: re.Match) -> str:
+            key = match.group(1)
+            if key not in values:
+                raise ConfigError(f"{spec.source}: table.label: {{{key}}} is not a config key; "
+                                  "use dotted keys such as {model.cell}")
+            return display_value(key, values[key])
+
+        text = re.sub(r"\{([\w.]+)\}", fill, template)
+        return f"{variant_label} {text}".strip() if variant_label else text
+    parts = [f"{key.split('.')[-1]}={value}" for key, value in changes.items()
+             if not variant_label or key not in _variant_keys(spec, variant_label)]
+    body = ", ".join(parts)
+    if variant_label:
+        return f"{variant_label} ({body})" if body else variant_label
+    return body or "base"
+
+
+def _variant_keys(spec: StudySpec, label: str) -> set[str]:
+    for variant in spec.fields.variants or []:
+        if variant["label"] == label:
+            return set(variant.get("set", {}))
+    return set()
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

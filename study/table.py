@@ -1,0 +1,52 @@
+"""``python -m study.table NAME``: rebuild a study's tables and plots from its stored trial
+results (Ray Tune's storage) without training anything."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from nmt.cli import run_main
+from nmt.errors import UserError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m study.table",
+                                     description="Rebuild results/NAME/ (md, csv, tex, png) from the stored "
+                                                 "trial results of a study run, and print the Markdown table.")
+    parser.add_argument("name", help="the study's name (or its .yaml file)")
+    parser.add_argument("--results", type=Path, default=Path("results"), help="results directory (default: ./results)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
+    args = parser.parse_args(argv)
+
+    from study.results import experiment_dir, load_records, load_saved_records
+    from study.runner import read_state, write_exports
+    from study.spec import spec_from_dict, study_path
+
+    root = args.results.resolve()
+    name = study_path(args.name).stem if args.name.endswith((".yaml", ".yml")) else args.name
+    study_dir = root / name
+    state = read_state(study_dir)
+    if state is None:
+        raise UserError(f"study {name}: no stored results in {root}; run python -m study.run {name} first")
+    spec = spec_from_dict(state["spec"], source=f"{study_dir / 'study.json'}")
+    if experiment_dir(root, name).is_dir():  # Ray's storage of a local run is the source of truth
+        records = load_records(root, name)
+        source = f"Ray storage {experiment_dir(root, name)}"
+    else:  # committed reference results: the trial records kept next to the tables
+        records = load_saved_records(study_dir)
+        source = f"the trial records in {study_dir}"
+    if not records:
+        raise UserError(f"study {name}: {source} holds no trials")
+    print(f"rebuilding from {source}")
+    ref_path = study_dir / "test.ref"
+    references = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.is_file() else None
+    outputs = write_exports(spec, records, references, study_dir)
+    print((study_dir / "table.md").read_text(encoding="utf-8"))
+    print("wrote " + ", ".join(str(p) for p in outputs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

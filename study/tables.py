@@ -1,0 +1,231 @@
+"""Paper-style tables from trial records.
+
+Per configuration (table row): test BLEU over the seeds that finished
+(mean, std, n, 95% t-interval), the difference to the reference row, a
+paired-bootstrap p-value against the reference (sacreBLEU, on the seeds'
+test translations concatenated), validation BLEU, chrF, status counts
+(ok / diverged / failed / stopped early), parameters, weight matrices,
+training tokens/s and decoding words/s. Diverged and failed seeds are
+counted in the status column and left out of the BLEU statistics. Exports:
+Markdown (also printed), CSV, LaTeX (booktabs) and the per-trial CSV.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from nmt.fileio import write_lines
+
+# two-sided 95% Student t critical values by degrees of freedom (1.96 beyond 30)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+        20: 2.086, 25: 2.060, 30: 2.042}
+STATUSES = ("ok", "diverged", "failed", "stopped", "running")
+
+
+def t95(df: int) -> float:
+    if df <= 0:
+        return math.nan
+    eligible = [k for k in _T95 if k <= df]
+    return _T95[max(eligible)] if df <= 30 else 1.96
+
+
+@dataclass
+class StudyTable:
+    title: str
+    rows: pd.DataFrame  # one row per configuration (numeric)
+    trials: pd.DataFrame  # one row per trial
+    reference: str | None
+
+    def markdown(self) -> str:
+        return f"**{self.title}**\n\n" + _display_frame(self.rows, self.reference).to_markdown(index=False) + "\n"
+
+    def latex(self) -> str:
+        return _latex(_display_frame(self.rows, self.reference), self.title)
+
+
+def trials_frame(records: list[dict]) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        m = r["metrics"]
+        rows.append({"label": r["label"], "row": r["row"], "seed": r["seed"], "status": r["status"],
+                     "test_bleu": m.get("test_bleu"), "valid_bleu": m.get("valid_bleu", m.get("best_valid_bleu")),
+                     "test_chrf": m.get("test_chrf"), "params": m.get("params"),
+                     "weight_matrices": m.get("weight_matrices"), "train_tokens_per_s": m.get("train_tokens_per_s"),
+                     "decode_words_per_s": m.get("decode_words_per_s"), "epochs": m.get("epochs", m.get("epoch")),
+                     "key": r["key"], "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
+    return pd.DataFrame(rows)
+
+
+def build_table(records: list[dict], title: str, reference: str | None, references_text: list[str] | None,
+                row_order: list[str] | None = None) -> StudyTable:
+    trials = trials_frame(records)
+    labels = row_order or list(dict.fromkeys(r["label"] for r in sorted(records, key=lambda r: (r["row"], r["label"]))))
+    by_label = {label: [r for r in records if r["label"] == label] for label in labels}
+    reference_records = by_label.get(reference, []) if reference else []
+    rows = []
+    reference_mean = math.nan
+    for label in labels:
+        group = by_label.get(label, [])
+        row = _aggregate(label, group)
+        if label == reference:
+            reference_mean = row["bleu_mean"]
+        rows.append(row)
+    for row, label in zip(rows, labels):
+        row["delta"] = row["bleu_mean"] - reference_mean if reference else math.nan
+        row["p_value"] = math.nan
+        if reference and label != reference and references_text is not None:
+            row["p_value"] = paired_p_value(by_label[label], reference_records, references_text)
+    return StudyTable(title, pd.DataFrame(rows), trials, reference)
+
+
+def _aggregate(label: str, group: list[dict]) -> dict:
+    counts = {status: sum(r["status"] == status for r in group) for status in STATUSES}
+    ok = [r for r in group if r["status"] == "ok" and r["metrics"].get("test_bleu") is not None]
+    bleu = [float(r["metrics"]["test_bleu"]) for r in ok]
+    n = len(bleu)
+    mean = sum(bleu) / n if n else math.nan
+    std = (sum((b - mean) ** 2 for b in bleu) / (n - 1)) ** 0.5 if n > 1 else (0.0 if n == 1 else math.nan)
+    half = t95(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+
+    def mean_of(key: str, records: list[dict]) -> float:
+        values = [float(r["metrics"][key]) for r in records if r["metrics"].get(key) is not None]
+        return sum(values) / len(values) if values else math.nan
+
+    measured = [r for r in group if r["status"] in ("ok", "diverged", "stopped")]
+    first = next((r for r in group if r["metrics"].get("params")), None)
+    errors = sorted({r["error"] for r in group if r.get("error")})
+    return {
+        "label": label, "bleu_mean": mean, "bleu_std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half,
+        "valid_bleu": mean_of("valid_bleu", ok or measured), "chrf": mean_of("test_chrf", ok),
+        "params": int(first["metrics"]["params"]) if first else None,
+        "weight_matrices": int(first["metrics"]["weight_matrices"]) if first and first["metrics"].get("weight_matrices") else None,
+        "train_tokens_per_s": mean_of("train_tokens_per_s", measured),
+        "decode_words_per_s": mean_of("decode_words_per_s", ok),
+        **counts, "status": status_text(counts, errors), "seeds": len(group),
+    }
+
+
+def status_text(counts: dict, errors: list[str]) -> str:
+    present = {k: v for k, v in counts.items() if v}
+    if not present:
+        return "no trials"
+    if len(present) == 1:
+        status = next(iter(present))
+        text = status
+    else:
+        text = ", ".join(f"{v} {k}" for k, v in present.items())
+    if counts.get("failed") and errors:
+        text += f" ({errors[0]})"
+    return text
+
+
+def paired_p_value(system: list[dict], reference: list[dict], references_text: list[str],
+                   samples: int = 1000) -> float:
+    """Paired bootstrap (sacreBLEU) of this row against the reference row over the seeds both
+    finished, their test translations concatenated."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    ours = {r["seed"]: r["hyp_path"] for r in system if r["status"] == "ok" and r.get("hyp_path")}
+    theirs = {r["seed"]: r["hyp_path"] for r in reference if r["status"] == "ok" and r.get("hyp_path")}
+    seeds = sorted(set(ours) & set(theirs))
+    if not seeds:
+        return math.nan
+    hyps, base, refs = [], [], []
+    for seed in seeds:
+        a, b = _read_lines(ours[seed]), _read_lines(theirs[seed])
+        if len(a) != len(references_text) or len(b) != len(references_text):
+            return math.nan
+        hyps += a
+        base += b
+        refs += references_text
+    test = PairedTest([("reference", base), ("system", hyps)], {"BLEU": BLEU(references=[refs])}, references=None,
+                      test_type="bs", n_samples=samples)
+    _, scores = test()
+    reference_score, system_score = scores["BLEU"][0].score, scores["BLEU"][1].score
+    if abs(system_score - reference_score) < 1e-9:
+        return 1.0  # sacreBLEU's (c + 1) / (n + 1) would call equal systems significantly different
+    return float(scores["BLEU"][1].p_value)
+
+
+def _read_lines(path: str) -> list[str]:
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+# ---------------------------------------------------------------------------
+# display and exports
+
+
+def _fmt(value, digits: int = 2, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _p(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _count(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k" if value >= 1e4 else f"{value:.0f}"
+
+
+def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    out = []
+    for row in rows.to_dict("records"):
+        no_bleu = row["n"] == 0
+        bleu = row["status"].split(" (")[0] if no_bleu else _fmt(row["bleu_mean"])
+        is_reference = row["label"] == reference
+        out.append({
+            "Model": row["label"],
+            "BLEU": bleu,
+            "± std": "-" if no_bleu else _fmt(row["bleu_std"]),
+            "Δ": "0" if is_reference else ("-" if no_bleu or not reference else _fmt(row["delta"], signed=True)),
+            "95% CI": "-" if row["n"] < 2 else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+            "p": "-" if is_reference else _p(row["p_value"]),
+            "n": f"{row['n']}/{row['seeds']}",
+            "valid BLEU": _fmt(row["valid_bleu"]),
+            "chrF": _fmt(row["chrf"]),
+            "params": _count(row["params"]),
+            "WM": "-" if row["weight_matrices"] is None else str(row["weight_matrices"]),
+            "train tok/s": _fmt(row["train_tokens_per_s"], 0),
+            "decode w/s": _fmt(row["decode_words_per_s"], 0),
+            "status": row["status"],
+        })
+    return pd.DataFrame(out)
+
+
+def _latex(frame: pd.DataFrame, title: str) -> str:
+    def escape(text: str) -> str:
+        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+                     ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("<", r"$<$")):
+            text = text.replace(a, b)
+        return text
+
+    columns = list(frame.columns)
+    lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{l" + "r" * (len(columns) - 1) + "}",
+             r"\toprule", " & ".join(escape(c) for c in columns) + r" \\", r"\midrule"]
+    for row in frame.itertuples(index=False):
+        lines.append(" & ".join(escape(str(v)) for v in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{escape(title)}}}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def export(table: StudyTable, directory: Path) -> list[Path]:
+    """table.md, table.csv, table.tex and trials.csv in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {name: directory / name for name in ("table.md", "table.csv", "table.tex", "trials.csv")}
+    write_lines(paths["table.md"], table.markdown().splitlines())
+    write_lines(paths["table.csv"], table.rows.to_csv(index=False).splitlines())
+    write_lines(paths["table.tex"], table.latex().splitlines())
+    write_lines(paths["trials.csv"], table.trials.to_csv(index=False).splitlines())
+    return list(paths.values())

@@ -1,0 +1,211 @@
+"""Studies end to end with real Ray (2 CPUs), real MLflow (SQLite in a temp dir) and real Optuna.
+
+These tests start Ray clusters, so they run one after another in one xdist worker
+(group "ray"); each cleans up its Ray processes and temporary state.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+
+
+@pytest.fixture
+def ray_env(tmp_path, cache_dir):
+    """Environment for a study subprocess: its own short Ray temp dir, the shared data cache."""
+    ray_tmp = Path(f"/tmp/rt{os.getpid()}{int(time.time() * 1000) % 100000}")
+    ray_tmp.mkdir()
+    env = dict(os.environ, RAY_TMPDIR=str(ray_tmp), NMT_CACHE_DIR=str(cache_dir), OMP_NUM_THREADS="1",
+               RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+    yield env
+    subprocess.run(["rm", "-rf", str(ray_tmp)], check=False)
+
+
+def study(*args: str, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "study.run", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
+
+
+def table_rows(results: Path, name: str) -> list[dict]:
+    with open(results / name / "table.csv", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def mlflow_runs(results: Path, study_name: str):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name(study_name)
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("role") == "study"]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return client, parents, children
+
+
+TINY = ["data.size=300", "data.valid_size=20", "data.test_size=20", "data.spm.vocab_size=200",
+        "model.hidden=16", "model.emb=16", "train.batch_tokens=600", "decode.beam=2"]
+
+
+def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
+    results = tmp_path / "results"
+    result = study("ablation_srnmt", "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "| SR-NMT 4L" in result.stdout and "trials:" in result.stdout  # table printed, progress shown
+    rows = table_rows(results, "ablation_srnmt")
+    assert [r["label"] for r in rows] == ["SR-NMT 4L", "- LayerNorm", "- Multi Attention", "- Highway", "- LN & MA",
+                                         "- LN & highway", "- MA & highway", "- LN, MA & highway"]
+    reference = float(rows[0]["bleu_mean"])
+    for row in rows:
+        if row["n"] != "0":
+            assert abs(float(row["delta"]) - (float(row["bleu_mean"]) - reference)) < 1e-9
+    assert float(rows[0]["delta"]) == 0.0
+    for name in ("table.md", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png", "study.json"):
+        assert (results / "ablation_srnmt" / name).is_file(), name
+    assert r"\toprule" in (results / "ablation_srnmt" / "table.tex").read_text()
+
+    client, parents, children = mlflow_runs(results, "ablation_srnmt")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == 8 and {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
+    assert all(c.info.status == "FINISHED" for c in children)
+    assert {c.data.tags["label"] for c in children} == {r["label"] for r in rows}
+    child = children[0]
+    assert {"study", "config_hash", "seed", "status"} <= set(child.data.tags)
+    assert child.data.params["model.cell"] == "srnmt" and "test_bleu" in child.data.metrics
+    assert client.get_metric_history(child.info.run_id, "valid_bleu")  # per-epoch metrics
+    assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"test.hyp", "config.yaml"}
+
+    # the stored results rebuild the same table without training
+    before = (results / "ablation_srnmt" / "table.md").read_text()
+    (results / "ablation_srnmt" / "table.md").unlink()
+    rebuilt = subprocess.run([sys.executable, "-m", "study.table", "ablation_srnmt", "--results", str(results)],
+                             capture_output=True, text=True, cwd=ROOT, env=ray_env, timeout=300)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (results / "ablation_srnmt" / "table.md").read_text() == before
+
+
+DIVERGENT = """
+name: divergent
+description: one stable and one exploding configuration
+data: {{preset: synthetic, size: 300, valid_size: 20, test_size: 20, max_len: 60, spm: {{vocab_size: 200}}}}
+base:
+  model: {{cell: srnmt, enc_layers: 2, dec_layers: 2, hidden: 16, emb: 16}}
+  train: {{batch_tokens: 600}}
+  decode: {{beam: 2}}
+variants:
+  - {{label: stable, set: {{}}}}
+  - {{label: exploding, set: {{train.lr: 1.0e+30, train.clip: 0, model.layer_norm: false, model.highway: false}}}}
+seeds: {seeds}
+budget: {{epochs: 2}}
+table: {{reference: stable}}
+"""
+
+
+def test_grid_study_with_a_divergent_configuration_finishes(tmp_path, ray_env):
+    path = tmp_path / "divergent.yaml"
+    path.write_text(DIVERGENT.format(seeds=1))
+    results = tmp_path / "results"
+    result = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = {r["label"]: r for r in table_rows(results, "divergent")}
+    assert rows["stable"]["status"] == "ok" and rows["stable"]["n"] == "1"
+    assert rows["exploding"]["status"] == "diverged" and rows["exploding"]["n"] == "0"
+    assert "| exploding | diverged" in (results / "divergent" / "table.md").read_text()
+    _, _, children = mlflow_runs(results, "divergent")
+    assert sorted(c.data.tags["status"] for c in children) == ["diverged", "ok"]
+
+
+def test_optuna_search_with_asha_persists_its_optuna_study(tmp_path, ray_env):
+    results = tmp_path / "results"
+    result = study("optuna_atr", "--smoke", "--cpus", "2", "--results", str(results), "--set", "budget.epochs=2",
+                   env=ray_env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = table_rows(results, "optuna_atr")
+    assert len(rows) == 3 and all(r["label"].split(": ")[1].count("=") == 5 for r in rows)
+    import optuna
+
+    stored = optuna.load_study(study_name="optuna_atr", storage=f"sqlite:///{results / 'optuna.db'}")
+    assert len(stored.trials) == 3
+    assert {p for t in stored.trials for p in t.params} == {"train.lr", "model.dropout", "model.hidden",
+                                                            "model.enc_layers", "model.dec_layers"}
+    _, parents, children = mlflow_runs(results, "optuna_atr")
+    assert len(parents) == 1 and len(children) == 3
+
+
+def test_killed_driver_resumes_without_repeating_finished_trials(tmp_path, ray_env):
+    path = tmp_path / "divergent.yaml"
+    path.write_text(DIVERGENT.format(seeds=2).replace("exploding, set: {train.lr: 1.0e+30",
+                                                      "exploding, set: {train.lr: 1.0e-3"))
+    results = tmp_path / "results"
+    args = [sys.executable, "-m", "study.run", str(path), "--cpus", "1", "--results", str(results)]
+    driver = subprocess.Popen(args, cwd=ROOT, env=ray_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)
+    finished_before = {}
+    deadline = time.time() + 300
+    while time.time() < deadline:  # wait for the first trial to finish, then kill the driver hard
+        line = driver.stdout.readline()
+        if "1/4 done" in line:
+            break
+    os.killpg(driver.pid, signal.SIGKILL)
+    driver.wait()
+    from study.results import load_records
+
+    for final in (results / "ray" / "divergent" / "finished").glob("*/metrics.json"):
+        metrics = json.loads(final.read_text())
+        finished_before[metrics["elapsed_seconds"]] = final
+    assert finished_before, "no trial finished before the kill"
+
+    resumed = study(str(path), "--cpus", "1", "--results", str(results), "--resume", env=ray_env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    records = load_records(results, "divergent")
+    assert sorted((r["label"], r["seed"]) for r in records) == [("exploding", 1), ("exploding", 2), ("stable", 1),
+                                                                 ("stable", 2)]
+    assert all(record["status"] == "ok" for record in records)
+    # not retrained: the trials that had finished report exactly their results from before the kill
+    elapsed = [record["metrics"]["elapsed_seconds"] for record in records]
+    assert all(value in elapsed for value in finished_before)
+    rows = table_rows(results, "divergent")
+    assert [r["label"] for r in rows] == ["stable", "exploding"] and all(r["n"] == "2" for r in rows)
+    _, parents, children = mlflow_runs(results, "divergent")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == 4 and len({c.data.tags["trial_key"] for c in children}) == 4
+    assert all(c.info.status == "FINISHED" for c in children)
+
+
+def test_study_on_a_two_node_loopback_cluster_uses_both_nodes(tmp_path, ray_env):
+    """Token authentication as documented: the same RAY_AUTH_TOKEN on both nodes and the driver."""
+    import secrets
+
+    ray_env = dict(ray_env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16))
+    port = 20000 + os.getpid() % 10000
+    head = ["ray", "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    worker = ["ray", "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
+              "--disable-usage-stats"]
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    try:
+        for command in (head, worker):
+            started = subprocess.run([ray_bin, *command[1:]], capture_output=True, text=True, env=ray_env, timeout=120)
+            assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+        results = tmp_path / "results"
+        result = study("cells", "--smoke", "--results", str(results), "--address", f"127.0.0.1:{port}",
+                       "--set", "grid={model.cell: [gru, atr, sru, rnn]}", env=ray_env)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        from study.results import load_records
+
+        records = load_records(results, "cells")
+        assert len(records) == 4 and all(r["status"] == "ok" for r in records)
+        nodes = {r["metrics"]["node_id"] for r in records}
+        assert len(nodes) == 2, nodes
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=ray_env, timeout=120)

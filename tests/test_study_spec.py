@@ -1,0 +1,167 @@
+"""Study files: every built-in study loads, expansion is right, and every bad spec is one clear line."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import yaml
+
+from nmt.errors import ConfigError
+from study.spec import ablation_label, builtin_studies, expand, load_study
+
+BUILTIN = ["ablation_srnmt", "atr_gates", "cells", "context_gates", "depth_srnmt", "fsmn", "optuna_atr",
+           "pareto_cells"]
+
+
+def test_all_builtin_studies_load_and_describe_a_paper_table():
+    assert builtin_studies() == sorted(BUILTIN)
+    for name in BUILTIN:
+        spec = load_study(name)
+        assert spec.name == name and spec.fields.description
+        assert expand(spec), name
+
+
+def test_ablation_expands_every_subset_in_paper_order():
+    spec = load_study("ablation_srnmt", ["seeds=2"])
+    trials = expand(spec)
+    labels = list(dict.fromkeys(t.label for t in trials))
+    assert labels == ["SR-NMT 4L", "- LayerNorm", "- Multi Attention", "- Highway", "- LN & MA", "- LN & highway",
+                      "- MA & highway", "- LN, MA & highway"]
+    assert len(trials) == 16 and {t.seed for t in trials} == {1, 2}
+    everything_off = [t for t in trials if t.label == "- LN, MA & highway"][0]
+    model = everything_off.config["model"]
+    assert (model["layer_norm"], model["multi_attention"], model["highway"]) == (False, False, False)
+    full = trials[0].config["model"]
+    assert (full["layer_norm"], full["multi_attention"], full["highway"]) == (True, True, True)
+    assert len({t.key for t in trials}) == 16  # the key includes the seed
+    assert trials[0].config["train"]["max_epochs"] == spec.fields.budget.epochs
+
+
+def test_grid_linked_axes_labels_and_keys_are_deterministic():
+    depth = expand(load_study("depth_srnmt"))
+    assert [(t.config["model"]["enc_layers"], t.config["model"]["dec_layers"]) for t in depth] == \
+        [(n, n) for n in range(1, 7)]
+    assert [t.label for t in depth] == [f"SR-NMT {n}L" for n in range(1, 7)]
+    assert [t.key for t in expand(load_study("depth_srnmt"))] == [t.key for t in depth]
+
+
+def test_overrides_reach_the_trial_config_and_the_study():
+    spec = load_study("cells", ["model.hidden=48", "seeds=1", "data.size=1000", "budget.epochs=2"])
+    trials = expand(spec)
+    assert len(trials) == 8
+    assert all(t.config["model"]["hidden"] == 48 and t.config["data"]["size"] == 1000 for t in trials)
+    assert all(t.config["train"]["max_epochs"] == 2 for t in trials)
+
+
+def test_smoke_shrinks_but_keeps_every_row():
+    full, small = load_study("ablation_srnmt"), load_study("ablation_srnmt", smoke_run=True)
+    assert len({t.label for t in expand(small)}) == 8 and small.fields.seeds == 1
+    assert small.fields.budget.epochs == 1 and expand(small)[0].config["model"]["hidden"] <= 32
+    assert expand(small)[0].config["model"]["enc_layers"] == 4
+    assert small.fingerprint != full.fingerprint
+
+
+def test_ablation_labels_read_like_the_paper():
+    assert ablation_label(("model.layer_norm",)) == "- LayerNorm"
+    assert ablation_label(("model.layer_norm", "model.multi_attention")) == "- LN & MA"
+    assert ablation_label(("model.layer_norm", "model.multi_attention", "model.highway")) == "- LN, MA & highway"
+
+
+GOOD = """
+name: tiny
+description: a tiny test study
+data: {preset: synthetic, size: 100}
+base:
+  model: {cell: srnmt, hidden: 16}
+ablate: [model.layer_norm]
+"""
+
+
+def write_study(tmp_path, text: str, name: str = "tiny"):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return path
+
+
+def edited(changes: dict, remove: tuple = ()) -> str:
+    tree = yaml.safe_load(GOOD)
+    for key in remove:
+        tree.pop(key)
+    tree.update(changes)
+    return yaml.safe_dump(tree)
+
+
+BAD = [
+    ({"name": "other"}, (), "name: is 'other' but the file is tiny.yaml", "make them the same"),
+    ({}, ("description",), "description: missing", "paper and table"),
+    ({"seedz": 2}, (), "unknown key 'seedz'", "did you mean 'seeds'"),
+    ({"seeds": 0}, (), "seeds: = 0", ">= 1"),
+    ({"seeds": "two"}, (), "seeds = 'two' must be an integer", ""),
+    ({}, ("ablate",), "the study varies nothing", "add ablate"),
+    ({"grid": {"model.hidden": [8, 16]}}, (), "grid: cannot be combined with ablate", "one of ablate"),
+    ({"ablate": ["model.colour"]}, (), "'model.colour' is not a model component", "ablate lists boolean"),
+    ({"ablate": ["model.hidden"]}, (), "model.hidden is not a boolean component", "use grid"),
+    ({"ablate": ["model.peephole"]}, (), "model.peephole is already off", "full model"),
+    ({"ablate": ["model.layer_norm", "model.layer_norm"]}, (), "lists a component twice", ""),
+    ({"grid": {}}, ("ablate",), "grid: is empty", "at least one axis"),
+    ({"grid": {"model.hidden": []}}, ("ablate",), "grid.model.hidden: = []", "non-empty list"),
+    ({"grid": {"model.cell": ["gru", "lstmm"]}}, ("ablate",), "model.cell = 'lstmm' is not a known cell",
+     "did you mean 'lstm'"),
+    ({"grid": {"model.hidden": [0]}}, ("ablate",), "model.hidden = 0", "must be >= 1"),
+    ({"metric": {"name": "bleu"}}, (), "metric.name: = 'bleu' is not reported", "valid_bleu"),
+    ({"metric": {"name": "valid_bleu", "mode": "up"}}, (), "metric.mode = 'up' is not allowed", "max, min"),
+    ({"scheduler": {"type": "asha"}, "metric": {"name": "test_bleu"}}, (), "is known only when a trial ends",
+     "valid_bleu"),
+    ({"resources": {"cpu": 0}}, (), "resources.cpu: = 0", "> 0"),
+    ({"resources": {"gpu": -1}}, (), "resources.gpu: = -1", ">= 0"),
+    ({"budget": {"epochs": 0}}, (), "budget.epochs: = 0", ">= 1"),
+    ({"base": {"modle": {"cell": "gru"}}}, (), "base.modle: unknown section", "did you mean 'base.model'"),
+    ({"search": {"space": {"train.lr": {"type": "loguniform", "low": 0.01, "high": 0.001}}}}, ("ablate",),
+     "low = 0.01 must be < high = 0.001", "swap them"),
+    ({"search": {"space": {"train.lr": {"type": "gauss", "low": 1, "high": 2}}}}, ("ablate",),
+     "type: = 'gauss'", "uniform, loguniform, int, categorical"),
+    ({"search": {"space": {}}}, ("ablate",), "search.space: is empty", "distributions"),
+    ({"search": {"space": {"model.cell": {"type": "categorical", "choices": []}}}}, ("ablate",),
+     "a categorical distribution is", "choices"),
+    ({"search": {"space": {"train.lr": {"type": "loguniform", "low": 0, "high": 1}}}}, ("ablate",),
+     "needs low > 0", ""),
+    ({"metric": [{"name": "valid_bleu"}, {"name": "train_tokens_per_s"}]}, (), "several objectives need a search", ""),
+    ({"table": {"label": "{model.colour}"}, "grid": {"model.hidden": [8, 16]}}, ("ablate",),
+     "{model.colour} is not a config key", "dotted keys"),
+    ({"table": {"reference": "nope"}, "grid": {"model.hidden": [8, 16]}}, ("ablate",),
+     "table.reference = 'nope' is not a row", "hidden=8"),
+    ({"variants": [{"label": "a"}, {"set": {"model.hidden": 8}}]}, ("ablate",), "variants[1].label: missing", ""),
+    ({"table": {"plot": "line"}}, (), "a line plot needs", "table.x"),
+]
+
+
+@pytest.mark.parametrize("changes,remove,what,fix", BAD, ids=[b[2][:40] for b in BAD])
+def test_bad_study_is_one_line_naming_file_key_and_fix(tmp_path, changes, remove, what, fix):
+    path = write_study(tmp_path, edited(changes, remove))
+    with pytest.raises(ConfigError) as info:
+        load_study(str(path))
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    assert what in message and fix in message
+
+
+def test_unknown_study_name_suggests_the_closest():
+    with pytest.raises(ConfigError, match="unknown study 'ablation_srnm'.*did you mean 'ablation_srnmt'"):
+        load_study("ablation_srnm")
+
+
+def test_malformed_study_yaml(tmp_path):
+    path = write_study(tmp_path, "name: tiny\nbase: [1, 2\n")
+    with pytest.raises(ConfigError, match="malformed YAML"):
+        load_study(str(path))
+
+
+@pytest.mark.parametrize("name", BUILTIN)
+def test_effective_spec_round_trips_for_rebuilding_tables(name):
+    from study.spec import spec_from_dict, spec_to_dict
+
+    for smoke_run in (False, True):
+        spec = load_study(name, smoke_run=smoke_run)
+        again = spec_from_dict(spec_to_dict(spec), source="study.json")
+        assert [(t.label, t.key) for t in expand(again)] == [(t.label, t.key) for t in expand(spec)]
