@@ -26,9 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Example: python -m nmt.train --config nmt/configs/multi30k_gru.yaml --set train.max_epochs=5 "
                "--out runs/gru",
     )
+    shown_default = DEFAULT_CONFIG.relative_to(Path.cwd()) if DEFAULT_CONFIG.is_relative_to(Path.cwd()) else DEFAULT_CONFIG
     parser.add_argument("--config", type=Path, help="YAML config with sections data/model/train/decode "
-                        f"(default: {DEFAULT_CONFIG.relative_to(Path.cwd()) if DEFAULT_CONFIG.is_relative_to(Path.cwd()) else DEFAULT_CONFIG}, "
-                        "a small model on the synthetic corpus)")
+                        f"(default: {shown_default}, a small model on the synthetic corpus)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key with a YAML value, e.g. --set model.cell=atr "
                              "--set data.train=[a.en,a.de] (repeatable)")

@@ -103,7 +103,7 @@ class ProgressCallback(tune.Callback):
         if not force and now - self.last_line < self.every:
             return
         self.last_line = now
-        running = sum(t.status == "RUNNING" for t in trials)
+        running = sum(t.status == "RUNNING" and t.trial_id not in self.finished for t in trials)
         done = len(self.finished)
         counts = {s: sum(v == s for v in self.finished.values()) for s in ("diverged", "failed", "stopped")}
         extra = ", ".join(f"{n} {s}" for s, n in counts.items() if n)

@@ -207,7 +207,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     tracker.finish_parent("FINISHED", outputs)
     print((study_dir / "table.md").read_text(encoding="utf-8"))
     print(f"wrote {', '.join(_shown(p) for p in outputs)}")
-    print(f"MLflow: mlflow ui --backend-store-uri {uri}   (study '{spec.name}', parent run {parent})")
+    print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run {parent})")
     if tracker.failures:
         print(f"warning: {tracker.failures} MLflow logging call(s) failed ({tracker.first_failure}); the tables above "
               f"come from Ray's storage; python -m study.table {spec.name} rebuilds them", file=sys.stderr)
@@ -235,8 +235,8 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
             x_key = spec.fields.table.x
             by_label = {t.label: t for t in expand(spec)}
             x_values = [_lookup(by_label[label].config, x_key) for label in table.rows["label"]]
-            outputs.append(plots.line_plot(table.rows, x_values, x_key, title, study_dir / "bleu_vs_" +
-                                           x_key.split(".")[-1] + ".png"))
+            outputs.append(plots.line_plot(table.rows, x_values, x_key, title,
+                                           study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png"))
     return outputs
 
 

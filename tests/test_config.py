@@ -90,6 +90,9 @@ BAD = [
      "model.gate_inputs = ['state', 'state']", "lists an input twice"),
     (["data.preset=synthetic", "data.train=[a, b]", "data.valid=[a, b]", "data.test=[a, b]"],
      "data.preset = 'synthetic' and data.train are both set", "data.preset=null"),
+    (["data.lexicon=0"], "data.lexicon = 0.0", "(0, 1]"),
+    (["data.lexicon=1.5"], "data.lexicon = 1.5", "(0, 1]"),
+    (["data.max_words=5"], "data.max_words = 5", ">= 8"),
 ]
 
 

@@ -122,7 +122,7 @@ def test_empty_corpus(tmp_path, content, what):
 
 @pytest.mark.parametrize("gz", [False, True])
 def test_non_utf8(tmp_path, gz):
-    data = "line one\nline two\n".encode() + "Stra\xe4e".encode("latin-1") + b"\nlast\n"
+    data = b"line one\nline two\n" + "Stra\xe4e".encode("latin-1") + b"\nlast\n"
     path = tmp_path / ("bad.de.gz" if gz else "bad.de")
     path.write_bytes(gzip.compress(data) if gz else data)
     with pytest.raises(DataError) as err:
@@ -291,7 +291,7 @@ def test_concurrent_training_is_safe(pairs, tmp_path):
 def random_examples(n: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
     rng = random.Random(seed)
     out = []
-    for i in range(n):
+    for _i in range(n):
         s = [rng.randint(4, 99) for _ in range(rng.randint(0, 30))]
         t = [rng.randint(4, 99) for _ in range(rng.randint(0, 30))]
         out.append((s, t))
@@ -496,3 +496,17 @@ def test_load_data_synthetic_preset(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in corpus_dir.iterdir()} == mtimes  # not regenerated
     assert not any("generating" in m for m in messages)
     assert not [p for p in (tmp_path / "synthetic").iterdir() if p.name.startswith(".")]  # no temp dirs left
+
+
+def test_synthetic_knobs_get_their_own_cached_corpus(tmp_path):
+    from nmt.config import load_config
+    from nmt.data.pipeline import load_data
+
+    common = ["data.size=200", "data.valid_size=10", "data.test_size=10", "data.spm.vocab_size=200",
+              f"data.cache_dir={tmp_path}"]
+    full = load_data(load_config(None, common).data, log=None)
+    small = load_data(load_config(None, [*common, "data.lexicon=0.25", "data.max_words=12"]).data, log=None)
+    corpora = sorted(p.name for p in (tmp_path / "synthetic").iterdir() if not p.name.startswith("."))
+    assert corpora == ["seed1-200-10-10", "seed1-200-10-10-lex0.25-w12"]
+    assert max(len(src.split()) for src, _ in small.test_text) <= 12
+    assert full.test_text != small.test_text

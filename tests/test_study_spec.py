@@ -165,3 +165,27 @@ def test_effective_spec_round_trips_for_rebuilding_tables(name):
         spec = load_study(name, smoke_run=smoke_run)
         again = spec_from_dict(spec_to_dict(spec), source="study.json")
         assert [(t.label, t.key) for t in expand(again)] == [(t.label, t.key) for t in expand(spec)]
+
+
+def test_saved_trial_records_rebuild_the_same_table(tmp_path):
+    """Committed reference results carry their trial records: tables rebuild without Ray."""
+    from study.results import load_saved_records, save_records
+    from study.tables import build_table
+
+    refs = ["a b c d", "e f g h"]
+    records = []
+    for label, row, hyps in (("ref", 0, ["a b c d", "e f g x"]), ("other", 1, ["a b x y", "e x x h"])):
+        for seed in (1, 2):
+            hyp = tmp_path / f"{label}{seed}.hyp"
+            hyp.write_text("\n".join(hyps) + "\n")
+            records.append({"key": f"{label}{seed}", "label": label, "row": row, "seed": seed, "config": {},
+                            "params": {}, "status": "ok", "error": "", "hyp_path": str(hyp), "artifacts": [],
+                            "metrics": {"test_bleu": 50.0 - 10 * row + seed, "params": 10, "weight_matrices": 2,
+                                        "train_tokens_per_s": 100.0}})
+    direct = build_table(records, "t", "ref", refs)
+    save_records(records, tmp_path / "study")
+    rebuilt = build_table(load_saved_records(tmp_path / "study"), "t", "ref", refs)
+    assert direct.markdown() == rebuilt.markdown()
+    row = rebuilt.rows.set_index("label").loc["other"]
+    assert row["delta"] == -10.0 and row["n"] == 2 and 0.0 <= row["p_value"] <= 1.0
+    assert rebuilt.rows.set_index("label").loc["ref", "bleu_std"] == pytest.approx(0.7071, abs=1e-3)

@@ -328,7 +328,7 @@ def test_subject_relative_clauses_agree_with_their_head(pairs, forms):
 
 def test_pronoun_subjects_agree_in_person_and_number(pairs, forms):
     checked = 0
-    for src, tgt in pairs:
+    for _src, tgt in pairs:
         if tgt[0] in forms.nominative_pronoun and tgt[1] in forms.finite:  # not "PRONOUN and ..."
             person, plural, _ = syn.PRONOUNS[forms.nominative_pronoun[tgt[0]]]
             assert forms.finite[tgt[1]][2] == syn._agreement_slot(person, plural)
@@ -345,7 +345,7 @@ def test_pronoun_subjects_agree_in_person_and_number(pairs, forms):
 def test_subordinate_clauses_are_verb_final(pairs, forms):
     """From ``dass``/``weil``... to the next comma or the end, the clause ends in its only finite verb."""
     checked = moved = 0
-    for src, tgt in pairs:
+    for _src, tgt in pairs:
         for i, token in enumerate(tgt):
             if token not in forms.clause_openers:
                 continue

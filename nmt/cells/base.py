@@ -72,7 +72,7 @@ class RecurrentCell(nn.Module):
         for d in range(self.directions):
             init = state0[d] if state0 is not None else self.initial_state(x.size(0), like=x)
             out, final = reference_loop(
-                lambda t, state: self.reference_step(x[:, t], state, d), x.size(1), mask, init, reverse=d == 1
+                lambda t, state, d=d: self.reference_step(x[:, t], state, d), x.size(1), mask, init, reverse=d == 1
             )
             outputs.append(out)
             finals.append(final)

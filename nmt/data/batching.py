@@ -44,7 +44,7 @@ class Batch:
     def size(self) -> int:
         return self.src.size(0)
 
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         return Batch(
             src=self.src.to(device, non_blocking=non_blocking),
             src_mask=self.src_mask.to(device, non_blocking=non_blocking),

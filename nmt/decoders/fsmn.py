@@ -69,7 +69,7 @@ class FSMNDecoder(Decoder):
     def forward(self, memory: Memory, y_emb: Tensor, y_mask: Tensor) -> Tensor:
         x = previous_word_window(y_emb, self.window)
         context = None
-        for index, (layer, connection) in enumerate(zip(self.layers, self.connections)):
+        for index, layer in enumerate(self.layers):
             v1 = layer.first_half(x)
             x, context = self._finish_layer(index, v1, layer.memory(v1), x, context, memory)
         return self.output(x, context, y_emb)

@@ -1,0 +1,83 @@
+"""Table statistics: seeds aggregated, diverged and failed seeds counted but left out of BLEU."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from study.plots import pareto_front
+from study.tables import build_table, paired_p_value, status_text, t95
+
+
+def record(label, row, seed, status, bleu=None, error="", hyp=None):
+    metrics = {"params": 1000, "weight_matrices": 6, "train_tokens_per_s": 50.0}
+    if bleu is not None:
+        metrics.update(test_bleu=bleu, valid_bleu=bleu - 1, test_chrf=bleu + 10, decode_words_per_s=20.0)
+    return {"key": f"{label}{seed}", "label": label, "row": row, "seed": seed, "config": {}, "params": {},
+            "status": status, "error": error, "hyp_path": hyp, "artifacts": [], "metrics": metrics}
+
+
+def test_mean_std_ci_and_delta_over_finished_seeds():
+    records = [record("base", 0, 1, "ok", 20.0), record("base", 0, 2, "ok", 22.0), record("base", 0, 3, "ok", 24.0),
+               record("var", 1, 1, "ok", 10.0), record("var", 1, 2, "diverged", 3.0), record("var", 1, 3, "failed",
+                                                                                            error="ValueError: x")]
+    rows = build_table(records, "t", "base", None).rows.set_index("label")
+    base, var = rows.loc["base"], rows.loc["var"]
+    assert base["bleu_mean"] == 22.0 and base["bleu_std"] == 2.0 and base["n"] == 3
+    assert base["ci_high"] - base["bleu_mean"] == pytest.approx(4.303 * 2.0 / math.sqrt(3))
+    assert var["bleu_mean"] == 10.0 and var["n"] == 1 and var["delta"] == -12.0  # diverged/failed seeds left out
+    assert var["status"] == "1 ok, 1 diverged, 1 failed (ValueError: x)"
+    assert (var["ok"], var["diverged"], var["failed"]) == (1, 1, 1)
+
+
+def test_a_row_whose_seeds_all_diverged_says_so():
+    records = [record("base", 0, 1, "ok", 20.0), record("bad", 1, 1, "diverged", 0.0), record("bad", 1, 2, "diverged")]
+    table = build_table(records, "t", "base", None)
+    bad = table.rows.set_index("label").loc["bad"]
+    assert bad["n"] == 0 and math.isnan(bad["bleu_mean"]) and bad["status"] == "diverged"
+    line = next(line for line in table.markdown().splitlines() if line.startswith("| bad"))
+    cells = [cell.strip() for cell in line.strip("|").split("|")]
+    assert cells[1] == "diverged" and cells[3] == "-"  # BLEU column, no delta
+
+
+def test_t_critical_values():
+    assert t95(1) == 12.706 and t95(4) == 2.776 and t95(22) == 2.086 and t95(100) == 1.96
+    assert math.isnan(t95(0))
+
+
+def test_equal_systems_are_not_called_significant(tmp_path):
+    refs = [f"sentence number {i} is here" for i in range(30)]
+    hyps = [f"sentence number {i} was here" for i in range(30)]
+    paths = []
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.hyp"
+        path.write_text("\n".join(hyps) + "\n")
+        paths.append(str(path))
+    ours = [record("x", 1, 1, "ok", 10.0, hyp=paths[0])]
+    theirs = [record("ref", 0, 1, "ok", 10.0, hyp=paths[1])]
+    assert paired_p_value(ours, theirs, refs, samples=200) == 1.0
+    better = tmp_path / "c.hyp"
+    better.write_text("\n".join(refs) + "\n")
+    assert paired_p_value([record("x", 1, 1, "ok", 90.0, hyp=str(better))], theirs, refs, samples=200) < 0.05
+
+
+def test_status_text_and_pareto_front():
+    assert status_text({"ok": 2, "diverged": 0}, []) == "ok"
+    assert status_text({"ok": 0, "stopped": 3}, []) == "stopped"
+    assert pareto_front([(1, 5), (2, 4), (3, 1), (1, 1), (2, 2)]) == [0, 1, 2]
+
+
+def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
+    from study.runner import write_exports
+    from study.spec import expand, load_study
+
+    spec = load_study("depth_srnmt")
+    records = [record(t.label, t.row, t.seed, "ok", 10.0 + t.row) | {"key": t.key, "config": t.config}
+               for t in expand(spec)]
+    outputs = write_exports(spec, records, None, tmp_path)
+    names = {p.name for p in outputs}
+    assert {"table.md", "table.csv", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png",
+            "bleu_vs_enc_layers.png"} <= names
+    assert all(p.stat().st_size > 0 for p in outputs)
+    assert "| SR-NMT 6L" in (tmp_path / "table.md").read_text()
