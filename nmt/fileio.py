@@ -12,6 +12,8 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from nmt.errors import UserError
+
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary path in ``path``'s directory, fsync it, rename it to ``path``."""
@@ -42,3 +44,25 @@ def write_lines(path: str | os.PathLike, lines: Iterable[str]) -> None:
 
 def write_json(path: str | os.PathLike, data: dict) -> None:
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(data, indent=2), encoding="utf-8"))
+
+
+def check_writable_dir(path: Path, what: str) -> None:
+    """Fail early (one line naming ``what``) if ``path`` cannot be created or written, and leave
+    no trace of the check: directories it had to create are removed again."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{what} {path} is a file, not a directory; choose a directory")
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"{what} {path} is not writable ({err.strerror or err}); choose another {what}") from None
+    finally:
+        for created in missing:  # deepest first
+            try:
+                created.rmdir()
+            except OSError:
+                break

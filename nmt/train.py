@@ -14,6 +14,7 @@ from pathlib import Path
 from nmt.cli import run_main
 from nmt.config import Config, apply_overrides, config_from_dict, dump_config, load_config, smoke
 from nmt.errors import UserError
+from nmt.fileio import check_writable_dir
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 
@@ -69,8 +70,7 @@ def check_out_dir(out: Path, resume: bool, force: bool) -> None:
             fix = "--force to replace it" if finished else "--resume to continue it or --force to replace it"
             raise UserError(f"--out {out} holds {what}; choose another --out, or pass {fix}")
         shutil.rmtree(out)
-    elif out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; choose a directory")
+    check_writable_dir(out, "--out")
 
 
 # Keys that may change when a run is resumed: budgets, hardware and decoding.

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import BEST, STATE, atomic_save, load_file, write_static_files
+from nmt.checkpoint import BEST, STATE, CheckpointError, atomic_save, load_file, write_static_files
 from nmt.config import Config
 from nmt.data.batching import make_batches
 from nmt.data.pipeline import ParallelData, load_data
@@ -70,6 +70,7 @@ class Progress:
     elapsed_seconds: float = 0.0
     status: str = "ok"
     stop_reason: str = ""
+    resumes: int = 0  # restarts from a checkpoint (a retried trial, a resumed study)
     history: list = field(default_factory=list)
 
 
@@ -99,6 +100,11 @@ class Trainer:
         self.device = resolve_device(cfg.train.device)
         seed_everything(cfg.train.seed)
         self.data = data if data is not None else load_data(cfg.data, log=log)
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        """A newly initialised model, optimiser and progress (the start of every run)."""
+        cfg = self.cfg
         self.model: Seq2Seq = build_model(cfg.model, len(self.data.src_vocab), len(self.data.tgt_vocab)).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr)
         self.progress = Progress(lr=cfg.train.lr)
@@ -117,23 +123,36 @@ class Trainer:
         atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                      "progress": asdict(self.progress), "rng": rng}, self.checkpoint_dir / STATE)
 
-    def resume(self, checkpoint_dir: str | Path) -> None:
-        """Continue from a checkpoint directory written by ``save_checkpoint``."""
+    def resume(self, checkpoint_dir: str | Path) -> bool:
+        """Continue from a checkpoint directory written by ``save_checkpoint``.
+
+        A truncated or corrupt checkpoint (a crash mid-copy, a full disk) is not fatal: the
+        run starts from scratch with a warning and returns False."""
         checkpoint_dir = Path(checkpoint_dir)
-        state = load_file(checkpoint_dir / STATE)
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.progress = Progress(**state["progress"])
+        try:
+            state = load_file(checkpoint_dir / STATE)
+            best = load_file(checkpoint_dir / BEST) if (checkpoint_dir / BEST).is_file() else None
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            progress = Progress(**state["progress"])
+        except (CheckpointError, TypeError, ValueError, KeyError, RuntimeError) as err:
+            self.log(f"warning: cannot resume from {checkpoint_dir} ({err}); starting from scratch")
+            seed_everything(self.cfg.train.seed)
+            self._fresh_state()
+            return False
+        self.progress = progress
         if self.progress.stop_reason in ("max epochs", "time budget") and self.progress.status == "ok":
             self.progress.stop_reason = ""  # a resumed run may have been given a larger budget
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(_as_tuple(state["rng"]["python"]))
         if "cuda" in state["rng"] and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"]["cuda"])
-        if checkpoint_dir.resolve() != self.checkpoint_dir.resolve() and (checkpoint_dir / BEST).is_file():
+        self.progress.resumes += 1
+        if checkpoint_dir.resolve() != self.checkpoint_dir.resolve() and best is not None:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-            atomic_save(load_file(checkpoint_dir / BEST), self.checkpoint_dir / BEST)
+            atomic_save(best, self.checkpoint_dir / BEST)
         self.log(f"resumed from {checkpoint_dir} after epoch {self.progress.epoch}")
+        return True
 
     def _restore_best(self) -> None:
         best = load_file(self.checkpoint_dir / BEST)
@@ -301,6 +320,7 @@ class Trainer:
             "epochs": p.epoch,
             "best_epoch": p.best_epoch,
             "steps": p.steps,
+            "resumes": p.resumes,
             "train_seconds": p.train_seconds,
             "elapsed_seconds": p.elapsed_seconds,
             "train_pairs": len(self.data.train),

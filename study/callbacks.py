@@ -93,6 +93,13 @@ class ProgressCallback(tune.Callback):
             self.durations.append(time.time() - self.starts.pop(trial.trial_id))
         self._print(trials, force=True)
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        from study.results import error_summary
+
+        key, label, seed, _ = _trial_key(trial)
+        print(f"[{_clock(time.time() - self.started)}] trial {label} seed {seed} failed ({error_summary(trial)}); "
+              f"retrying it from its last checkpoint", flush=True)
+
     def on_trial_error(self, iteration, trials, trial, **info):
         self.finished[trial.trial_id] = "failed"
         self.starts.pop(trial.trial_id, None)

@@ -88,7 +88,7 @@ def _record(trial) -> dict:
         "params": sampled,
         "status": status,
         "metrics": {k: v for k, v in last.items() if _is_metric(k, v)},
-        "error": _error_summary(trial) if status == "failed" else "",
+        "error": error_summary(trial) if status == "failed" else "",
         "trial_id": trial.trial_id,
         "node": last.get("node_ip", ""),
         "hyp_path": None,
@@ -124,7 +124,7 @@ def _is_metric(key: str, value) -> bool:
     return key not in _RAY_FIELDS and isinstance(value, (int, float, str)) and not isinstance(value, bool)
 
 
-def _error_summary(trial) -> str:
+def error_summary(trial) -> str:
     """The last line of the trial's error (the exception), kept to one line."""
     text = ""
     for attribute in ("error_msg", "error_message"):

@@ -16,6 +16,8 @@ import contextlib
 import json
 import os
 import shutil
+import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from nmt.config import config_from_dict
 from nmt.data.corpus import corpus_languages, discover_corpus
 from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.errors import UserError
-from nmt.fileio import write_json, write_lines
+from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.spec import StudySpec, Trial, expand, spec_to_dict
@@ -133,13 +135,16 @@ def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Tr
 
 
 def run_study(spec: StudySpec, opts: RunOptions) -> int:
+    """Every check that can fail on bad input (results directory, data, resume, tracking store,
+    Ray) runs before anything is written or deleted; then the trials run and the tables follow."""
     results_root = opts.results.resolve()
     study_dir = results_root / spec.name
     exp_dir = experiment_dir(results_root, spec.name)
-    _check_writable(results_root)
+    check_writable_dir(results_root, "--results")
     state = read_state(study_dir)
     start = time.time()
 
+    replace = False
     if opts.resume:
         if state is None or not exp_dir.is_dir():
             raise UserError(f"study {spec.name}: nothing to resume in {results_root}; run it without --resume")
@@ -149,56 +154,63 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
             fix = ("python -m study.table " + spec.name + " shows its table; --fresh runs it again"
                    if "finished" in what else "--resume continues it; --fresh starts over")
             raise UserError(f"study {spec.name}: {results_root} holds {what}; {fix}")
-        _clear(results_root, spec.name)
-        state = None
+        replace = True
     elif state is not None:
-        print(f"replacing the reference results in {_shown(study_dir)} with this run's", flush=True)
-        _clear(results_root, spec.name)
-        state = None
+        replace = True
 
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
     references, stats = prepare_data(spec, opts)
     if opts.resume:
-        stored = state.get("request", {})
-        changes = changed_keys(stored, spec.tree)
+        changes = changed_keys(state.get("request", {}), spec.tree)
         if changes:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
-                            "resume with the same file and options, or start a new study with --fresh")
-    trials = finalize_trials(spec, opts, exp_dir)
-    write_lines(study_dir / "test.ref", references)
-
+                            f"resume with the same file and options, or start it over with --fresh (or copy the "
+                            f"file under a new name to keep both)")
     uri = opts.tracking_uri or (state or {}).get("tracking_uri") or default_tracking_uri(results_root)
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts")
+    _check_address(opts.address)
     tracker.connect()
-    closed = tracker.close_stale_runs()
-    if closed:
-        print(f"closed {closed} MLflow run(s) left RUNNING by a previous driver (marked KILLED)", flush=True)
-    parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
-                                                     "trials": len(trials), "command": opts.command},
-                                  parent_id=(state or {}).get("parent_run_id") if opts.resume else None)
-    state = {"study": spec.name, "status": "running", "request": spec.tree, "spec": spec_to_dict(spec),
-             "fingerprint": spec.fingerprint,
-             "tracking_uri": uri, "parent_run_id": parent, "command": opts.command,
-             "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")), "data": stats}
-    write_state(study_dir, state)
-    total = spec.fields.search.num_samples if spec.fields.search else len(trials)
-    print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
 
     import ray
 
-    _start_ray(opts, spec)
+    _start_ray(opts)
     try:
-        tuner = _tuner(spec, trials, opts, tracker, results_root, exp_dir)
-        tuner.fit()
-    except KeyboardInterrupt:
-        tracker.finish_parent("KILLED")
-        print(f"\ninterrupted: finished trials are kept. Resume with: python -m study.run {spec.name} --resume",
-              file=sys.stderr)
-        return 130
+        if replace:
+            if not exp_dir.exists():
+                print(f"replacing the reference results in {_shown(study_dir)} with this run's", flush=True)
+            _clear(results_root, spec.name)
+            state = None
+        trials = finalize_trials(spec, opts, exp_dir)
+        write_lines(study_dir / "test.ref", references)
+        closed = tracker.close_stale_runs()
+        if closed:
+            print(f"closed {closed} MLflow run(s) left RUNNING by a previous driver (marked KILLED)", flush=True)
+        parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
+                                                         "trials": len(trials), "command": opts.command},
+                                      parent_id=(state or {}).get("parent_run_id") if opts.resume else None)
+        state = {"study": spec.name, "status": "running", "request": spec.tree, "spec": spec_to_dict(spec),
+                 "fingerprint": spec.fingerprint, "tracking_uri": uri, "parent_run_id": parent,
+                 "command": opts.command, "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
+                 "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats}
+        write_state(study_dir, state)
+        total = spec.fields.search.num_samples if spec.fields.search else len(trials)
+        print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
+        with _sigterm_as_sigint() as received:
+            tuner = _tuner(spec, trials, opts, tracker, results_root, exp_dir)
+            tuner.fit()
+        records = load_records(results_root, spec.name)
+        if received or len(records) < total or any(r["status"] == "running" for r in records):
+            # Tune ends fit() early on SIGINT (our SIGTERM handler forwards it) and saves its state
+            closed = tracker.close_stale_runs()
+            name = "SIGTERM" if received else "SIGINT"
+            results_flag = f" --results {opts.results}" if opts.results != Path("results") else ""
+            print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
+                  f"Resume with: python -m study.run {spec.name} --resume{results_flag}", file=sys.stderr, flush=True)
+            return 128 + (signal.SIGTERM if received else signal.SIGINT)
     finally:
         ray.shutdown()
 
-    records = load_records(results_root, spec.name)
+    print("trials done; exporting tables and plots", flush=True)
     tracker.reconcile(records)
     outputs = write_exports(spec, records, references, study_dir)
     state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -209,10 +221,29 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     print(f"wrote {', '.join(_shown(p) for p in outputs)}")
     print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run {parent})")
     if tracker.failures:
-        print(f"warning: {tracker.failures} MLflow logging call(s) failed ({tracker.first_failure}); the tables above "
-              f"come from Ray's storage; python -m study.table {spec.name} rebuilds them", file=sys.stderr)
+        print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
+              f"above come from Ray's storage, and python -m study.table {spec.name} rebuilds them",
+              file=sys.stderr)
     print(f"study {spec.name} done in {_clock(time.time() - start)}")
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_as_sigint():
+    """SIGTERM (``kill PID``, a batch system's stop) ends the study like Ctrl-C: Tune's own SIGINT
+    handler stops the trials and saves its state, so ``--resume`` continues. Yields a list that
+    holds the signal once one arrived."""
+    received: list[int] = []
+
+    def forward(signum, frame):
+        received.append(signum)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None, study_dir: Path) -> list[Path]:
@@ -255,21 +286,37 @@ def _lookup(tree: dict, dotted: str):
 # Ray
 
 
-def _start_ray(opts: RunOptions, spec: StudySpec) -> None:
+def _check_address(address: str | None) -> None:
+    """An unreachable cluster address fails in seconds with one line (ray.init would wait long)."""
+    if not address or address in ("auto", "local"):
+        return
+    host_port = address.split("://", 1)[-1].rstrip("/")
+    host, _, port = host_port.rpartition(":")
+    if not host or not port.isdigit():
+        raise UserError(f"--address {address!r}: expected HOST:PORT (e.g. 10.0.0.5:6379), ray://HOST:PORT or auto")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as err:
+        raise UserError(f"--address {address}: cannot reach a Ray cluster there ({err.strerror or err}); start one "
+                        f"with `ray start --head --port {port}` or check the address (and firewall)") from None
+
+
+def _start_ray(opts: RunOptions) -> None:
     import ray
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
-    kwargs = dict(include_dashboard=False, log_to_driver=opts.verbose, logging_level="ERROR",
-                  configure_logging=True)
+    kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
+              "configure_logging": True}
+    address = opts.address or os.environ.get("RAY_ADDRESS") or None
     try:
-        if opts.address:
-            ray.init(address=opts.address, **kwargs)
-        else:
-            ray.init(num_cpus=opts.num_cpus or os.cpu_count(), **kwargs)
+        if address:
+            ray.init(address=address, **kwargs)
+        else:  # "local": never attach to some other Ray instance on this machine by accident
+            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), **kwargs)
     except Exception as err:  # ConnectionError, RuntimeError, ...: one line either way
-        where = f"the Ray cluster at {opts.address}" if opts.address else "a local Ray instance"
-        fix = ("start it with `ray start --head` (and check the address and token)" if opts.address
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        fix = ("start it with `ray start --head` (and check the address and token)" if address
                else "check that /tmp is writable and no stale Ray processes hold it")
         raise UserError(f"cannot start {where} ({' '.join(str(err).split())[:200]}); {fix}") from None
 
@@ -359,17 +406,6 @@ def _clear(results_root: Path, study: str) -> None:
     study_dir = results_root / study
     if study_dir.is_dir():
         shutil.rmtree(study_dir)
-
-
-def _check_writable(results_root: Path) -> None:
-    try:
-        results_root.mkdir(parents=True, exist_ok=True)
-        probe = results_root / f".write-test-{os.getpid()}"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as err:
-        raise UserError(f"results directory {results_root} is not writable ({err.strerror}); choose another "
-                        "with --results DIR") from None
 
 
 def _clock(seconds: float) -> str:

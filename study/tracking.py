@@ -19,6 +19,8 @@ Default store: SQLite under ``results/`` (never the ``./mlruns`` file store).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import socket
@@ -29,6 +31,9 @@ from typing import Any
 from nmt.errors import UserError
 
 log = logging.getLogger(__name__)
+
+OFFLINE_AFTER = 3  # consecutive failed MLflow calls before the driver stops trying
+LOCKED_RETRIES = 5  # "database is locked" from a concurrent writer is retried, not lost
 
 TERMINAL = {"ok": "FINISHED", "diverged": "FINISHED", "failed": "FAILED", "stopped": "FINISHED"}
 
@@ -55,6 +60,7 @@ class StudyTracker:
         self.parent_id: str | None = None
         self.experiment_id: str | None = None
         self.failures = 0
+        self.consecutive_failures = 0
         self.first_failure = ""
         self._children: dict[str, str] = {}  # trial_key -> run id
         self._client = None
@@ -63,7 +69,7 @@ class StudyTracker:
     # with a resumed study): only plain state is pickled, the client reconnects.
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_client"] = None
+        state.update(_client=None, failures=0, consecutive_failures=0, first_failure="")
         return state
 
     @property
@@ -81,17 +87,21 @@ class StudyTracker:
         """Reach the store and find or create the study's experiment; one clear error if unreachable."""
         _quiet_mlflow()
         try:
-            experiment = self.client.get_experiment_by_name(self.study)
-            if experiment is None:
-                location = None
-                if self.artifact_root is not None and self.uri.startswith("sqlite:"):
-                    location = (self.artifact_root / self.study).resolve().as_uri()
-                self.experiment_id = self.client.create_experiment(self.study, artifact_location=location)
-            else:
-                self.experiment_id = experiment.experiment_id
+            with _store_lock(self.uri):
+                self._find_or_create_experiment()
         except Exception as err:  # mlflow raises many types for an unreachable store
             raise UserError(f"MLflow tracking store {self.uri} cannot be reached ({_one_line(err)}); start the "
                             "server or pass --tracking-uri (e.g. sqlite:///$PWD/results/mlflow.db)") from None
+
+    def _find_or_create_experiment(self) -> None:
+        experiment = self.client.get_experiment_by_name(self.study)
+        if experiment is None:
+            location = None
+            if self.artifact_root is not None and self.uri.startswith("sqlite:"):
+                location = (self.artifact_root / self.study).resolve().as_uri()
+            self.experiment_id = self.client.create_experiment(self.study, artifact_location=location)
+        else:
+            self.experiment_id = experiment.experiment_id
 
     def start_parent(self, fingerprint: str, params: dict, parent_id: str | None = None) -> str:
         """Reuse the parent run of a resumed study, or open a new one."""
@@ -114,6 +124,8 @@ class StudyTracker:
     def close_stale_runs(self) -> int:
         """Runs of this study still RUNNING belong to a driver that is gone: close them as KILLED."""
         closed = 0
+        if self.offline:
+            return 0
         try:
             runs = self.client.search_runs([self.experiment_id], filter_string="attributes.status = 'RUNNING'",
                                            max_results=5000)
@@ -132,6 +144,9 @@ class StudyTracker:
         """The child run of a trial: found by its key under the parent, or created."""
         if key in self._children:
             return self._children[key]
+        if self.offline:
+            self.failures += 1
+            return None
         try:
             found = self.client.search_runs(
                 [self.experiment_id],
@@ -209,21 +224,43 @@ class StudyTracker:
 
     # --- failure accounting --------------------------------------------------------
 
+    @property
+    def offline(self) -> bool:
+        return self.consecutive_failures >= OFFLINE_AFTER
+
     def _set_tag(self, run_id: str, key: str, value: str) -> None:
         self._safe(self.client.set_tag, run_id, key, value)
 
     def _safe(self, fn, *args, **kwargs) -> None:
-        try:
-            fn(*args, **kwargs)
-        except Exception as err:
-            self._failed(err)
+        """Call MLflow; a failure is counted and reported once, never raised. A store that fails
+        OFFLINE_AFTER times in a row is given up for the rest of the run (each call would wait
+        for its timeout), and the calls skipped from then on are counted as lost too."""
+        if self.offline:
+            self.failures += 1
+            return
+        for attempt in range(LOCKED_RETRIES + 1):
+            try:
+                fn(*args, **kwargs)
+                self.consecutive_failures = 0
+                return
+            except Exception as err:
+                if "database is locked" in str(err) and attempt < LOCKED_RETRIES:
+                    time.sleep(0.2 * (attempt + 1))  # another study writes to the same SQLite store
+                    continue
+                self._failed(err)
+                return
 
     def _failed(self, err: Exception) -> None:
         self.failures += 1
+        self.consecutive_failures += 1
         if self.failures == 1:
             self.first_failure = _one_line(err)
             print(f"warning: MLflow logging failed ({self.first_failure}); trials go on and results stay in Ray's "
                   "storage", flush=True)
+        if self.consecutive_failures == OFFLINE_AFTER:
+            print(f"warning: MLflow failed {OFFLINE_AFTER} times in a row; no more logging in this run (lost calls "
+                  f"are counted; python -m study.table {self.study} rebuilds the tables from Ray's storage)",
+                  flush=True)
 
 
 def _params(flat: dict) -> list:
@@ -241,8 +278,29 @@ def _one_line(err: Exception) -> str:
     return text[:300]
 
 
+@contextlib.contextmanager
+def _store_lock(uri: str):
+    """Two studies creating the same new SQLite store at once would race on its schema
+    migration; a file lock next to the database serialises that first contact."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    path = Path(uri[len("sqlite:///"):].split("?", 1)[0] + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _quiet_mlflow() -> None:
-    """MLflow logs database migrations and more at INFO; the study's own output says what matters."""
+    """MLflow logs database migrations and more at INFO; the study's own output says what matters.
+    An HTTP tracking server that is down fails a call in seconds, not after minutes of retries."""
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
     for name in ("mlflow", "alembic", "sqlalchemy"):
         logging.getLogger(name).setLevel(logging.WARNING)

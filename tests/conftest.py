@@ -42,3 +42,15 @@ def tiny_config(cache_dir):
         return load_config(None, TINY + [f"data.cache_dir={cache_dir}", *overrides])
 
     return make
+
+
+@pytest.fixture
+def ray_env(cache_dir):
+    """Environment for a study subprocess (own Ray temp dir, shared data cache); cleaned up after."""
+    import shutil
+
+    from study_helpers import make_ray_env
+
+    env, ray_tmp = make_ray_env(cache_dir)
+    yield env
+    shutil.rmtree(ray_tmp, ignore_errors=True)

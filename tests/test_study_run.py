@@ -6,51 +6,15 @@ These tests start Ray clusters, so they run one after another in one xdist worke
 
 from __future__ import annotations
 
-import csv
-import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from study_helpers import ROOT, mlflow_runs, study, table_rows
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
-
-
-@pytest.fixture
-def ray_env(tmp_path, cache_dir):
-    """Environment for a study subprocess: its own short Ray temp dir, the shared data cache."""
-    ray_tmp = Path(f"/tmp/rt{os.getpid()}{int(time.time() * 1000) % 100000}")
-    ray_tmp.mkdir()
-    env = dict(os.environ, RAY_TMPDIR=str(ray_tmp), NMT_CACHE_DIR=str(cache_dir), OMP_NUM_THREADS="1",
-               RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
-    yield env
-    subprocess.run(["rm", "-rf", str(ray_tmp)], check=False)
-
-
-def study(*args: str, env: dict, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "study.run", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=timeout)
-
-
-def table_rows(results: Path, name: str) -> list[dict]:
-    with open(results / name / "table.csv", encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def mlflow_runs(results: Path, study_name: str):
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{results / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name(study_name)
-    runs = client.search_runs([experiment.experiment_id], max_results=1000)
-    parents = [r for r in runs if r.data.tags.get("role") == "study"]
-    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
-    return client, parents, children
 
 
 TINY = ["data.size=300", "data.valid_size=20", "data.test_size=20", "data.spm.vocab_size=200",
@@ -140,46 +104,6 @@ def test_optuna_search_with_asha_persists_its_optuna_study(tmp_path, ray_env):
                                                             "model.enc_layers", "model.dec_layers"}
     _, parents, children = mlflow_runs(results, "optuna_atr")
     assert len(parents) == 1 and len(children) == 3
-
-
-def test_killed_driver_resumes_without_repeating_finished_trials(tmp_path, ray_env):
-    path = tmp_path / "divergent.yaml"
-    path.write_text(DIVERGENT.format(seeds=2).replace("exploding, set: {train.lr: 1.0e+30",
-                                                      "exploding, set: {train.lr: 1.0e-3"))
-    results = tmp_path / "results"
-    args = [sys.executable, "-m", "study.run", str(path), "--cpus", "1", "--results", str(results)]
-    driver = subprocess.Popen(args, cwd=ROOT, env=ray_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
-    finished_before = {}
-    deadline = time.time() + 300
-    while time.time() < deadline:  # wait for the first trial to finish, then kill the driver hard
-        line = driver.stdout.readline()
-        if "1/4 done" in line:
-            break
-    os.killpg(driver.pid, signal.SIGKILL)
-    driver.wait()
-    from study.results import load_records
-
-    for final in (results / "ray" / "divergent" / "finished").glob("*/metrics.json"):
-        metrics = json.loads(final.read_text())
-        finished_before[metrics["elapsed_seconds"]] = final
-    assert finished_before, "no trial finished before the kill"
-
-    resumed = study(str(path), "--cpus", "1", "--results", str(results), "--resume", env=ray_env)
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    records = load_records(results, "divergent")
-    assert sorted((r["label"], r["seed"]) for r in records) == [("exploding", 1), ("exploding", 2), ("stable", 1),
-                                                                 ("stable", 2)]
-    assert all(record["status"] == "ok" for record in records)
-    # not retrained: the trials that had finished report exactly their results from before the kill
-    elapsed = [record["metrics"]["elapsed_seconds"] for record in records]
-    assert all(value in elapsed for value in finished_before)
-    rows = table_rows(results, "divergent")
-    assert [r["label"] for r in rows] == ["stable", "exploding"] and all(r["n"] == "2" for r in rows)
-    _, parents, children = mlflow_runs(results, "divergent")
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert len(children) == 4 and len({c.data.tags["trial_key"] for c in children}) == 4
-    assert all(c.info.status == "FINISHED" for c in children)
 
 
 def test_study_on_a_two_node_loopback_cluster_uses_both_nodes(tmp_path, ray_env):

@@ -108,6 +108,29 @@ def test_resume_after_a_crash_continues_exactly(tmp_path, tiny_config, tiny_data
     assert [h["lr"] for h in resumed.progress.history] == [h["lr"] for h in straight.progress.history]
 
 
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "missing_keys"])
+def test_corrupt_checkpoint_restarts_from_scratch_with_a_warning(tmp_path, tiny_config, tiny_data, damage):
+    cfg = tiny_config("model.cell=gru", "train.max_epochs=2")
+    first = Trainer(cfg, tmp_path / "run", log=lambda _: None, data=tiny_data)
+    first.fit()
+    state = tmp_path / "run" / "checkpoint" / STATE
+    if damage == "truncate":
+        state.write_bytes(state.read_bytes()[: state.stat().st_size // 2])
+    elif damage == "garbage":
+        state.write_bytes(b"not a checkpoint at all")
+    else:
+        torch.save({"model": {}}, state)
+    lines = []
+    again = Trainer(cfg, tmp_path / "run", log=lines.append, data=tiny_data)
+    assert again.resume(tmp_path / "run" / "checkpoint") is False
+    assert any(line.startswith("warning: cannot resume from") and "starting from scratch" in line for line in lines)
+    assert again.progress.epoch == 0 and again.progress.resumes == 0
+    again.fit()
+    assert again.progress.epoch == 2 and again.progress.steps == first.progress.steps
+    intact = Trainer(cfg, tmp_path / "run", log=lambda _: None, data=tiny_data)
+    assert intact.resume(tmp_path / "run" / "checkpoint") is True and intact.progress.resumes == 1
+
+
 def test_report_hook_sees_every_epoch_and_halving_schedule(tmp_path, tiny_config, tiny_data):
     seen = []
     cfg = tiny_config("model.cell=rnn", "train.max_epochs=3", "train.lr_decay=halve", "train.lr=0.004",

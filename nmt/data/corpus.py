@@ -55,6 +55,10 @@ def _read_bytes(path: Path, key: str) -> bytes:
     return raw
 
 
+# No sentence is this long: a longer line is a file without its line breaks (or not text at all).
+MAX_LINE_CHARS = 65_536
+
+
 def read_lines(path: str | os.PathLike, key: str) -> list[str]:
     """All lines of one corpus file, trailing whitespace stripped."""
     path = Path(path)
@@ -75,6 +79,10 @@ def read_lines(path: str | os.PathLike, key: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line does not start a new one
     lines = [line.rstrip() for line in lines]
+    for number, line in enumerate(lines, start=1):
+        if len(line) > MAX_LINE_CHARS:
+            raise DataError(f"{key}: {path} line {number} is {len(line):,} characters long (limit {MAX_LINE_CHARS:,}); "
+                            "the file is probably not one sentence per line - check its line breaks")
     if not lines:
         raise DataError(f"{key}: {path} is empty (0 lines); give a corpus with one sentence per line")
     if not any(lines):

@@ -1,0 +1,188 @@
+"""Bad input, at the command line: one line naming the file/key/value and the fix, exit status 2,
+no traceback (unless --debug), and nothing half-written. One case per row of CASES."""
+
+from __future__ import annotations
+
+import gzip
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.cli import run_main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+STUDY = """name: bad
+description: a study of the bad-input tests
+data: {preset: synthetic, size: 300, valid_size: 20, test_size: 20, spm: {vocab_size: 200}}
+base:
+  model: {cell: gru, hidden: 16, emb: 16}
+  train: {batch_tokens: 600}
+variants:
+  - {label: one, set: {}}
+budget: {epochs: 1}
+"""
+
+
+def corpus(tmp_path: Path, src: list[str], tgt: list[str], raw_src: bytes | None = None, gz: bool = False) -> list[str]:
+    """Parallel train/valid/test files (the same lines in each split) as --set values."""
+    paths = {}
+    for split in ("train", "valid", "test"):
+        s, t = tmp_path / f"{split}.en", tmp_path / f"{split}.de"
+        data = raw_src if raw_src is not None else "".join(line + "\n" for line in src).encode()
+        if gz:
+            s = s.with_suffix(".en.gz")
+            data = gzip.compress(data)
+        s.write_bytes(data)
+        t.write_text("".join(line + "\n" for line in tgt), encoding="utf-8")
+        paths[split] = f"[{s}, {t}]"
+    return [f"--set=data.{split}={value}" for split, value in paths.items()] + ["--set=data.preset=null",
+                                                                                "--set=data.spm.vocab_size=40"]
+
+
+SENTENCES = [f"the {w} sees a small house near the river" for w in ("cat", "dog", "child", "woman", "man")] * 4
+GERMAN = [f"die {w} sieht ein kleines haus am fluss" for w in ("katze", "hund", "kind", "frau", "mann")] * 4
+
+
+def study_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+# (name, command module, argv builder(tmp_path) -> argv, substrings the one line must contain)
+CASES = [
+    ("malformed study yaml", "study.run", lambda p: [study_file(p, STUDY + "base: [unclosed\n")],
+     ["bad.yaml", "line"]),
+    ("malformed train yaml", "nmt.train", lambda p: ["--config", study_file(p, "model: {cell: gru\n")],
+     ["bad.yaml", "YAML"]),
+    ("unknown study key suggests", "study.run", lambda p: [study_file(p, STUDY.replace("budget:", "budgett:"))],
+     ["budgett", "budget"]),
+    ("unknown config key suggests", "nmt.train", lambda p: ["--set", "model.hiden=32"],
+     ["model.hiden", "model.hidden"]),
+    ("wrong type", "nmt.train", lambda p: ["--set", "model.hidden=big"], ["model.hidden", "'big'"]),
+    ("unknown cell suggests", "study.run", lambda p: [study_file(p, STUDY), "--set", "model.cell=lstn"],
+     ["model.cell", "lstn", "lstm"]),
+    ("unknown study name suggests", "study.run", lambda p: ["ablation_srnm"], ["ablation_srnm", "ablation_srnmt"]),
+    ("zero layers", "nmt.train", lambda p: ["--set", "model.enc_layers=0"], ["model.enc_layers", "0"]),
+    ("dropout above 1", "study.run", lambda p: [study_file(p, STUDY), "--set", "model.dropout=1.5"],
+     ["model.dropout", "1.5"]),
+    ("negative lr", "nmt.train", lambda p: ["--set", "train.lr=-0.001"], ["train.lr", "-0.001"]),
+    ("ablate a non-boolean", "study.run",
+     lambda p: [study_file(p, STUDY.replace("variants:\n  - {label: one, set: {}}", "ablate: [model.hidden]"))],
+     ["ablate", "model.hidden", "not a boolean component"]),
+    ("ablate a component the cell lacks", "study.run",
+     lambda p: [study_file(p, STUDY.replace("variants:\n  - {label: one, set: {}}", "ablate: [peephole]"))],
+     ["ablate", "peephole"]),
+    ("empty grid", "study.run",
+     lambda p: [study_file(p, STUDY.replace("variants:\n  - {label: one, set: {}}", "grid: {model.cell: []}"))],
+     ["grid", "model.cell"]),
+    ("optuna low above high", "study.run",
+     lambda p: ["optuna_atr", "--set", "search.space={train.lr: {type: loguniform, low: 0.1, high: 0.001}}"],
+     ["train.lr", "low"]),
+    ("missing data path", "study.run",
+     lambda p: [study_file(p, STUDY), "--set", f"data.train=[{p}/nope.en, {p}/nope.de]", "--set", "data.preset=null",
+                "--set", f"data.valid=[{p}/nope.en, {p}/nope.de]", "--set", f"data.test=[{p}/nope.en, {p}/nope.de]"],
+     ["nope.en", "not found"]),
+    ("line counts differ", "study.run", lambda p: [study_file(p, STUDY), *corpus(p, SENTENCES, GERMAN[:-3])],
+     ["train.en", "20", "17"]),
+    ("empty corpus", "study.run", lambda p: [study_file(p, STUDY), *corpus(p, [], [])], ["train.en", "empty"]),
+    ("non-utf8 bytes", "study.run",
+     lambda p: [study_file(p, STUDY), *corpus(p, SENTENCES, GERMAN, raw_src=b"ok line\nStra\xe4e\n" * 10)],
+     ["train.en", "UTF-8", "line 2"]),
+    ("non-utf8 bytes gz", "nmt.train",
+     lambda p: [*corpus(p, SENTENCES, GERMAN, raw_src=b"ok line\nStra\xe4e\n" * 10, gz=True)],
+     ["train.en.gz", "UTF-8"]),
+    ("line far over the limit", "study.run",
+     lambda p: [study_file(p, STUDY), *corpus(p, SENTENCES[:-1] + ["word " * 200_000], GERMAN)],
+     ["train.en", "line 20", "characters long"]),
+    ("vocab larger than data", "study.run",
+     lambda p: [study_file(p, STUDY), *corpus(p, SENTENCES, GERMAN), "--set", "data.spm.vocab_size=5000"],
+     ["data.spm.vocab_size", "5000"]),
+    ("unreachable address", "study.run", lambda p: [study_file(p, STUDY), "--address", "127.0.0.1:9"],
+     ["--address 127.0.0.1:9", "ray start --head"]),
+    ("malformed address", "study.run", lambda p: [study_file(p, STUDY), "--address", "nohost"],
+     ["--address", "HOST:PORT"]),
+    ("unreachable tracking server", "study.run",
+     lambda p: [study_file(p, STUDY), "--tracking-uri", "http://127.0.0.1:9"], ["MLflow", "127.0.0.1:9"]),
+    ("results path is a file", "study.run",
+     lambda p: [study_file(p, STUDY), "--results", str(_a_file(p))], ["--results", "is a file"]),
+    ("results path not writable", "study.run",
+     lambda p: [study_file(p, STUDY), "--results", "/proc/rnmt-results"], ["/proc/rnmt-results", "--results"]),
+    ("train out dir not writable", "nmt.train", lambda p: ["--smoke", "--out", "/proc/rnmt-run"],
+     ["/proc/rnmt-run", "--out"]),
+    ("resume with nothing to resume", "study.run", lambda p: [study_file(p, STUDY), "--resume", "--results",
+                                                              str(p / "r")], ["nothing to resume", "without --resume"]),
+    ("resume and fresh together", "study.run", lambda p: [study_file(p, STUDY), "--resume", "--fresh"],
+     ["--resume", "--fresh"]),
+    ("seeds zero", "study.run", lambda p: [study_file(p, STUDY), "--seeds", "0"], ["seeds", "0"]),
+    ("set without equals", "study.run", lambda p: [study_file(p, STUDY), "--set", "model.hidden"],
+     ["model.hidden", "KEY=VALUE"]),
+    ("unknown metric", "study.run", lambda p: [study_file(p, STUDY + "metric: {name: valid_bleuu}\n")],
+     ["metric.name", "valid_bleuu", "valid_bleu"]),
+    ("study file missing", "study.run", lambda p: [str(p / "missing.yaml")], ["missing.yaml"]),
+    ("langs without data dir", "study.run", lambda p: [study_file(p, STUDY), "--langs", "en-de"],
+     ["--langs", "--data-dir"]),
+    ("data dir without the pair", "study.run",
+     lambda p: [study_file(p, STUDY), "--data-dir", str(p), "--langs", "en-fr"], ["--data-dir", "'en'"]),
+    ("translate without checkpoint", "nmt.translate", lambda p: ["--checkpoint", str(p / "none")],
+     ["none", "checkpoint"]),
+    ("table of a study never run", "study.table", lambda p: ["cells", "--results", str(p / "empty")],
+     ["cells", "study.run"]),
+]
+
+
+def _a_file(tmp_path: Path) -> Path:
+    path = tmp_path / "a-file"
+    path.write_text("not a directory")
+    return path
+
+
+def _main(module: str):
+    if module == "study.run":
+        from study.run import main
+    elif module == "study.table":
+        from study.table import main
+    elif module == "nmt.train":
+        from nmt.train import main
+    else:
+        from nmt.translate import main
+    return main
+
+
+@pytest.mark.parametrize("name, module, argv, expected", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, cache_dir, capsys, monkeypatch, name, module, argv,
+                                                         expected):
+    monkeypatch.chdir(tmp_path)  # default --results / --out land here, and must stay empty
+    args = argv(tmp_path)
+    before = _listing(tmp_path)
+    code = run_main(_main(module), args)
+    captured = capsys.readouterr()
+    assert code == 2, (name, captured.err, captured.out[-2000:])
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), captured.err
+    for text in expected:
+        assert text in lines[0], (text, lines[0])
+    created = _listing(tmp_path) - before
+    leftovers = {p for p in created if not _harmless(p)}
+    assert not leftovers, leftovers
+
+
+def _listing(root: Path) -> set[Path]:
+    return {p.relative_to(root) for p in root.rglob("*")}
+
+
+def _harmless(path: Path) -> bool:
+    """An empty results directory made by the writability check is not a half-written result."""
+    return path.parts[0] in ("results", "r") and len(path.parts) == 1
+
+
+def test_bad_input_exits_2_as_a_process_and_debug_shows_the_traceback(tmp_path):
+    plain = subprocess.run([sys.executable, "-m", "study.run", "ablation_srnm"], capture_output=True, text=True,
+                           cwd=tmp_path, check=False, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert plain.returncode == 2 and plain.stderr.count("\n") == 1 and "Traceback" not in plain.stderr
+    debug = subprocess.run([sys.executable, "-m", "study.run", "ablation_srnm", "--debug"], capture_output=True,
+                           text=True, cwd=tmp_path, check=False, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert debug.returncode != 0 and "Traceback" in debug.stderr

@@ -1,0 +1,334 @@
+"""The fault matrix: kills, signals, dead workers and nodes, failing trials, corrupt checkpoints,
+a vanishing tracking server, changed study files and concurrent studies - each with real
+processes (Ray, MLflow, Optuna) on tiny data. Every test says which fault it covers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from study_helpers import grid_study, mlflow_runs, start_study, study, table_rows, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+
+TWO_BY_TWO = """  - {label: small, set: {}}
+  - {label: atr, set: {model.cell: atr}}"""
+
+
+def finished_trials(results: Path, name: str) -> dict[str, dict]:
+    """trial key -> final metrics of every trial stored as finished in Ray's storage."""
+    return {path.parent.name: json.loads(path.read_text())
+            for path in (results / "ray" / name / "finished").glob("*/metrics.json")}
+
+
+def assert_complete(results: Path, name: str, labels: list[str], seeds: int) -> list:
+    """Every configuration once in the table with all its seeds; one finished MLflow child per trial."""
+    rows = table_rows(results, name)
+    assert [r["label"] for r in rows] == labels and all(r["n"] == str(seeds) for r in rows), rows
+    client, parents, children = mlflow_runs(results, name)
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(children) == len(labels) * seeds and len({c.data.tags["trial_key"] for c in children}) == len(children)
+    assert all(c.info.status == "FINISHED" for c in children)
+    return children
+
+
+def kill_group(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+# --- 1 and 6 and 8: SIGKILL at three points, a corrupt checkpoint, a changed file -------------
+
+
+def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_path, ray_env):
+    path = tmp_path / "killed.yaml"
+    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=3))
+    results = tmp_path / "results"
+    args = [str(path), "--cpus", "1", "--results", str(results)]
+
+    # (a) before the first trial ends
+    driver = start_study(*args, env=ray_env)
+    wait_for(driver, "0/4 done")
+    wait_for_unfinished_checkpoint(results / "ray" / "killed")
+    kill_group(driver)
+    assert not finished_trials(results, "killed")
+
+    # 8: a changed study file is refused on resume, with what changed and how to start anew
+    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=5))
+    refused = study(*args, "--resume", env=ray_env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "budget.epochs: 3 -> 5" in refused.stderr and "--fresh" in refused.stderr
+    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=3))
+
+    # (b) mid-way: one trial finished and the next one checkpointed; that checkpoint is then damaged (6)
+    driver = start_study(*args, "--resume", env=ray_env)
+    wait_for(driver, "1/4 done")
+    unfinished = wait_for_unfinished_checkpoint(results / "ray" / "killed")
+    kill_group(driver)
+    before = finished_trials(results, "killed")
+    assert len(before) >= 1
+    damaged = set()
+    for state in unfinished.glob("checkpoint_*/state.pt"):
+        state.write_bytes(state.read_bytes()[:100])
+        damaged.add(unfinished.name.split("_")[0])  # r{row}s{seed}
+
+    # (c) during the export of the tables
+    driver = start_study(*args, "--resume", env=ray_env)
+    wait_for(driver, "trials done; exporting", timeout=400)
+    kill_group(driver)
+    resumed = study(*args, "--resume", env=ray_env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    assert "Traceback" not in resumed.stderr
+
+    children = assert_complete(results, "killed", ["small", "atr"], seeds=2)
+    after = finished_trials(results, "killed")
+    for key, metrics in before.items():  # finished before a kill: never trained again
+        assert after[key]["elapsed_seconds"] == metrics["elapsed_seconds"] and after[key]["steps"] == metrics["steps"]
+    client = mlflow_runs(results, "killed")[0]
+    for child in children:
+        epochs = sorted(m.step for m in client.get_metric_history(child.info.run_id, "elapsed_s"))
+        if child.data.tags["trial_key"] in before:  # nothing logged again for a finished trial
+            assert epochs == [1, 2, 3], (child.data.tags["label"], epochs)
+        else:  # a restarted epoch is logged again, at its own step
+            assert set(epochs) == {1, 2, 3}, (child.data.tags["label"], epochs)
+    from study.results import load_records
+
+    records = {f"r{r['row']:02d}s{r['seed']}": r for r in load_records(results, "killed")}
+    assert damaged and all(records[name]["metrics"]["resumes"] == 0 for name in damaged)  # from scratch
+    assert all(r["metrics"]["epochs"] == 3 and r["status"] == "ok" for r in records.values())
+
+
+def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 180, count: int = 1) -> Path:
+    """The trial directory of a running trial once it has an epoch checkpoint (and ``count``
+    running trials have one)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        running = {checkpoint.parent for checkpoint in experiment.glob("r*/checkpoint_*")
+                   if (checkpoint / "state.pt").is_file() and not any(checkpoint.parent.glob("checkpoint_*/metrics.json"))}
+        if len(running) >= count:
+            return sorted(running)[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no epoch checkpoint of {count} running trial(s) under {experiment}")
+
+
+# --- 2: Ctrl-C and SIGTERM ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_env, sig):
+    path = tmp_path / "stopped.yaml"
+    path.write_text(grid_study("stopped", TWO_BY_TWO, seeds=1, epochs=3))
+    results = tmp_path / "results"
+    args = [str(path), "--cpus", "1", "--results", str(results)]
+    driver = start_study(*args, env=ray_env)
+    wait_for(driver, "0/2 done")
+    wait_for_unfinished_checkpoint(results / "ray" / "stopped")
+    if sig == signal.SIGINT:
+        os.killpg(driver.pid, sig)  # Ctrl-C in a terminal reaches the whole process group
+    else:
+        os.kill(driver.pid, sig)  # `kill PID`, a batch system's stop
+    rest, _ = driver.communicate(timeout=120)
+    assert driver.returncode == 128 + sig, rest[-3000:]
+    assert f"Resume with: python -m study.run stopped --resume --results {results}" in rest
+    assert "Traceback" not in rest
+    _, parents, children = mlflow_runs(results, "stopped")
+    assert [p.info.status for p in parents] == ["KILLED"]
+    assert children and all(c.info.status == "KILLED" for c in children)
+    if sig == signal.SIGTERM:
+        resumed = study(*args, "--resume", env=ray_env)
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        assert_complete(results, "stopped", ["small", "atr"], seeds=1)
+
+
+# --- 3: a trial's worker process killed mid-epoch ------------------------------------------
+
+
+def test_killed_trial_worker_is_retried_from_its_last_checkpoint(tmp_path, ray_env):
+    path = tmp_path / "worker.yaml"
+    path.write_text(grid_study("worker", "  - {label: small, set: {}}", seeds=1, epochs=8)
+                    .replace("size: 300,", "size: 1000,"))
+    results = tmp_path / "results"
+    driver = start_study(str(path), "--cpus", "1", "--results", str(results), "--verbose", env=ray_env)
+    line = wait_for(driver, "epoch 2/8")[-1]
+    worker = int(re.search(r"pid=(\d+)", line).group(1))  # the trial's own output names its process
+    os.kill(worker, signal.SIGKILL)
+    rest, _ = driver.communicate(timeout=400)
+    assert driver.returncode == 0, rest[-3000:]
+    assert "retrying it from its last checkpoint" in rest
+    (metrics,) = finished_trials(results, "worker").values()
+    assert metrics["status"] == "ok" and metrics["epochs"] == 8
+    assert metrics["resumes"] == 1  # restored from a checkpoint, not restarted from epoch 0
+    client, _, (child,) = mlflow_runs(results, "worker")
+    assert sorted(m.step for m in client.get_metric_history(child.info.run_id, "elapsed_s")) == list(range(1, 9))
+    assert child.info.status == "FINISHED"
+
+
+# --- 4: a worker node of a two-node cluster dies --------------------------------------------
+
+
+def test_dead_worker_node_trials_move_to_the_surviving_node(tmp_path, ray_env):
+    port = 21000 + os.getpid() % 9000
+    ray_bin = str(Path(sys.executable).parent / "ray")
+    head = [ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    worker_node = None
+    ray_env = dict(ray_env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16))  # as the README says
+    try:
+        started = subprocess.run(head, capture_output=True, text=True, env=ray_env, timeout=120, check=False)
+        assert started.returncode == 0, started.stderr[-2000:]
+        worker_node = subprocess.Popen([ray_bin, "start", f"--address=127.0.0.1:{port}", "--num-cpus=1",
+                                        "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"],
+                                       env=ray_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                       start_new_session=True)
+        path = tmp_path / "nodes.yaml"
+        path.write_text(grid_study("nodes", TWO_BY_TWO, seeds=1, epochs=6).replace("size: 300,", "size: 600,"))
+        results = tmp_path / "results"
+        driver = start_study(str(path), "--results", str(results), "--address", f"127.0.0.1:{port}", env=ray_env)
+        wait_for(driver, "0/2 done", timeout=300)
+        wait_for_unfinished_checkpoint(results / "ray" / "nodes", count=2)  # one trial on each node
+        os.killpg(worker_node.pid, signal.SIGKILL)
+        worker_node.wait()
+        rest, _ = driver.communicate(timeout=500)
+        assert driver.returncode == 0, rest[-3000:]
+        assert "retrying it from its last checkpoint" in rest
+        finished = finished_trials(results, "nodes")
+        assert len(finished) == 2 and all(m["status"] == "ok" and m["epochs"] == 6 for m in finished.values())
+        from study.results import load_records
+
+        nodes = {record["metrics"]["node_id"] for record in load_records(results, "nodes")}
+        assert len(nodes) == 1  # both trials ended on the surviving node
+        assert_complete(results, "nodes", ["small", "atr"], seeds=1)
+    finally:
+        if worker_node is not None and worker_node.poll() is None:
+            os.killpg(worker_node.pid, signal.SIGKILL)
+        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=ray_env, timeout=120, check=False)
+
+
+# --- 5: NaN, exploding gradients and an exception in one trial; Optuna sees finite values ----
+
+
+FAILING = """  - {label: stable, set: {}}
+  - {label: exploding, set: {train.lr: 1.0e+30, train.clip: 0}}
+  - {label: out of memory, set: {model.hidden: 2000000}}"""
+
+
+def test_failing_and_diverging_trials_do_not_stop_the_study(tmp_path, ray_env):
+    path = tmp_path / "failing.yaml"
+    path.write_text(grid_study("failing", FAILING, seeds=1, epochs=2, cell="rnn"))
+    results = tmp_path / "results"
+    result = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = {r["label"]: r for r in table_rows(results, "failing")}
+    assert rows["stable"]["status"] == "ok"
+    assert rows["exploding"]["status"] == "diverged"
+    failed = rows["out of memory"]["status"]
+    assert failed.startswith("failed (") and "allocate" in failed and "\n" not in failed, failed
+    table = (results / "failing" / "table.md").read_text()
+    assert "| out of memory | " in table and "failed (" in table
+    _, parents, children = mlflow_runs(results, "failing")
+    statuses = {c.data.tags["label"]: (c.info.status, c.data.tags["status"]) for c in children}
+    assert statuses == {"stable": ("FINISHED", "ok"), "exploding": ("FINISHED", "diverged"),
+                        "out of memory": ("FAILED", "failed")}
+
+
+def test_optuna_and_asha_never_see_nan_from_diverging_trials(tmp_path, ray_env):
+    import math
+
+    import optuna
+
+    results = tmp_path / "results"
+    result = study("optuna_atr", "--smoke", "--cpus", "2", "--results", str(results), "--set", "budget.epochs=2",
+                   "--set", "train.clip=0",
+                   "--set", "search.space={train.lr: {type: categorical, choices: [1.0e-3, 1.0e+30]}}",
+                   env=ray_env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    stored = optuna.load_study(study_name="optuna_atr", storage=f"sqlite:///{results / 'optuna.db'}")
+    assert len(stored.trials) == 3  # --smoke: 3 samples
+    complete = [t for t in stored.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert complete and all(t.value is not None and math.isfinite(t.value) for t in complete)
+    assert any(t.params["train.lr"] > 1 for t in complete), "no diverging trial was sampled"
+
+
+# --- 7: the MLflow server unreachable at the start, or gone mid-study -----------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_tracking_server_is_one_error_before_any_trial(tmp_path, ray_env):
+    results = tmp_path / "results"
+    result = study("ablation_srnmt", "--smoke", "--results", str(results),
+                   "--tracking-uri", f"http://127.0.0.1:{free_port()}", env=ray_env, timeout=180)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "MLflow tracking store http://127.0.0.1:" in line and "cannot be reached" in line
+    assert not (results / "ray").exists() and not (results / "ablation_srnmt").exists()
+
+
+def test_tracking_server_lost_mid_study_costs_only_logging(tmp_path, ray_env):
+    port = free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "1",
+                               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                               "--default-artifact-root", str(tmp_path / "artifacts")],
+                              env=ray_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.5)
+        path = tmp_path / "lost.yaml"
+        path.write_text(grid_study("lost", TWO_BY_TWO, seeds=1, epochs=3))
+        results = tmp_path / "results"
+        driver = start_study(str(path), "--cpus", "1", "--results", str(results),
+                             "--tracking-uri", f"http://127.0.0.1:{port}", env=ray_env)
+        wait_for(driver, "0/2 done")
+        wait_for_unfinished_checkpoint(results / "ray" / "lost")
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        rest, _ = driver.communicate(timeout=400)
+        assert driver.returncode == 0, rest[-3000:]
+        assert "MLflow logging call(s) were lost" in rest and "python -m study.table lost" in rest
+        rows = table_rows(results, "lost")
+        assert [r["label"] for r in rows] == ["small", "atr"] and all(r["status"] == "ok" for r in rows)
+        (results / "lost" / "table.md").unlink()
+        rebuilt = study("lost", "--results", str(results), env=ray_env, module="study.table")
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert (results / "lost" / "table.md").is_file()
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+# --- 9: two studies at once on one SQLite store ----------------------------------------------
+
+
+def test_two_studies_at_once_share_one_sqlite_store(tmp_path, ray_env):
+    results = tmp_path / "results"
+    drivers = []
+    for name in ("first", "second"):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(grid_study(name, TWO_BY_TWO, seeds=2, epochs=2))
+        drivers.append(start_study(str(path), "--cpus", "1", "--results", str(results), env=ray_env))
+    for driver in drivers:
+        output, _ = driver.communicate(timeout=500)
+        assert driver.returncode == 0, output[-3000:]
+        assert "database is locked" not in output and "MLflow logging failed" not in output, output[-3000:]
+    for name in ("first", "second"):
+        assert_complete(results, name, ["small", "atr"], seeds=2)
