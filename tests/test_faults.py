@@ -189,8 +189,9 @@ def test_dead_worker_node_trials_move_to_the_surviving_node(tmp_path, ray_env):
                                         "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"],
                                        env=ray_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                        start_new_session=True)
+        wait_for_nodes(f"127.0.0.1:{port}", 2, ray_env)
         path = tmp_path / "nodes.yaml"
-        path.write_text(grid_study("nodes", TWO_BY_TWO, seeds=1, epochs=6).replace("size: 300,", "size: 600,"))
+        path.write_text(grid_study("nodes", TWO_BY_TWO, seeds=1, epochs=8).replace("size: 300,", "size: 600,"))
         results = tmp_path / "results"
         driver = start_study(str(path), "--results", str(results), "--address", f"127.0.0.1:{port}", env=ray_env)
         wait_for(driver, "0/2 done", timeout=300)
@@ -201,7 +202,7 @@ def test_dead_worker_node_trials_move_to_the_surviving_node(tmp_path, ray_env):
         assert driver.returncode == 0, rest[-3000:]
         assert "retrying it from its last checkpoint" in rest
         finished = finished_trials(results, "nodes")
-        assert len(finished) == 2 and all(m["status"] == "ok" and m["epochs"] == 6 for m in finished.values())
+        assert len(finished) == 2 and all(m["status"] == "ok" and m["epochs"] == 8 for m in finished.values())
         from study.results import load_records
 
         nodes = {record["metrics"]["node_id"] for record in load_records(results, "nodes")}
@@ -211,6 +212,18 @@ def test_dead_worker_node_trials_move_to_the_surviving_node(tmp_path, ray_env):
         if worker_node is not None and worker_node.poll() is None:
             os.killpg(worker_node.pid, signal.SIGKILL)
         subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=ray_env, timeout=120, check=False)
+
+
+def wait_for_nodes(address: str, count: int, env: dict, timeout: float = 120) -> None:
+    probe = f"import ray; ray.init(address='{address}', logging_level='ERROR'); print(sum(n['Alive'] for n in ray.nodes()))"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60,
+                                check=False)
+        if result.stdout.strip().splitlines()[-1:] == [str(count)]:
+            return
+        time.sleep(1)
+    raise AssertionError(f"the cluster at {address} never had {count} nodes")
 
 
 # --- 5: NaN, exploding gradients and an exception in one trial; Optuna sees finite values ----
