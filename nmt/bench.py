@@ -1,0 +1,306 @@
+"""``python -m nmt.bench``: how fast every recurrent unit runs here, as ratios measured in one run.
+
+Three parts, all on random data of fixed shape (speed does not depend on the values):
+
+1. Cells: forward + backward of one unidirectional layer (input GEMM included),
+   B x T tokens, D = H, for every cell, each H and thread count. Reported: tokens/s,
+   the ratio to ``torch.nn.LSTM`` of the same size measured in the same run,
+   achieved GFLOP/s (the weight-matrix FLOPs: 2 per weight element per token,
+   x3 for forward + backward) and its fraction of the machine's GEMM peak, also
+   measured in this run (a (B*T x H) @ (H x 4H) matmul).
+2. Models: training tokens/s (target tokens, forward + backward + Adam) of
+   whole models - the ``ablation_srnmt`` and ``cells`` studies' models, an SR-NMT 4L
+   next to an LSTM 2L of about the same size, FSMN next to GRU - decode words/s at
+   beam 1 and 5, and activation memory per target token (the tensors autograd keeps
+   for the backward pass; on CUDA also the peak allocated memory).
+3. ``--json`` prints everything as one JSON object instead of tables.
+
+Nothing here asserts: the numbers are for people (and CI logs) to read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import torch
+from torch import nn
+
+from nmt.cells import make_cell
+from nmt.cli import run_main
+from nmt.config import ModelConfig
+from nmt.errors import UserError
+from nmt.model import build_model
+from nmt.modules.memory_block import MemoryBlock
+
+CELLS = ("nn.LSTM", "lstm", "nn.GRU", "gru", "rnn", "ran", "atr", "sru", "srnmt", "fsmn")
+
+
+# --- timing -----------------------------------------------------------------------
+
+
+def best_time(fn: Callable[[], None], repeats: int, min_seconds: float = 0.0) -> float:
+    """The fastest of ``repeats`` calls after one warm-up (the least disturbed measurement)."""
+    fn()
+    times = []
+    started = time.perf_counter()
+    while len(times) < repeats or time.perf_counter() - started < min_seconds:
+        begin = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - begin)
+    return min(times)
+
+
+def gemm_peak(batch: int, length: int, hidden: int, device: torch.device, repeats: int) -> float:
+    """GFLOP/s of the GEMM every recurrent layer is built on: (B*T x H) @ (H x 4H)."""
+    a = torch.randn(batch * length, hidden, device=device)
+    b = torch.randn(hidden, 4 * hidden, device=device)
+
+    def run():
+        torch.mm(a, b)
+        _sync(device)
+
+    return 2 * a.size(0) * hidden * 4 * hidden / best_time(run, repeats, min_seconds=0.3) / 1e9
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# --- part 1: cells ------------------------------------------------------------------
+
+
+class FSMNBlock(nn.Module):
+    """One FSMN layer as the encoder uses it: a projection, then the memory block (no recurrence)."""
+
+    def __init__(self, size: int, order: int = 10):
+        super().__init__()
+        self.linear = nn.Linear(size, size)
+        self.memory = MemoryBlock(size, order, "vector")
+
+    def forward(self, x, mask):
+        h = torch.relu(self.linear(x)) * mask.unsqueeze(-1)
+        return self.memory(h), None
+
+
+class TorchModule(nn.Module):
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+
+    def forward(self, x, mask):
+        return self.module(x)
+
+
+def build_layer(name: str, hidden: int) -> nn.Module:
+    if name == "nn.LSTM":
+        return TorchModule(nn.LSTM(hidden, hidden, batch_first=True))
+    if name == "nn.GRU":
+        return TorchModule(nn.GRU(hidden, hidden, batch_first=True))
+    if name == "fsmn":
+        return FSMNBlock(hidden)
+    cfg = ModelConfig(cell=name)
+    if name == "srnmt":  # the SR-NMT encoder unit is bidirectional: d/2 per direction, d in total
+        return make_cell(replace(cfg, layer_norm=True, highway=True), hidden, hidden)
+    return make_cell(cfg, hidden, hidden)
+
+
+def matrix_elements(module: nn.Module) -> int:
+    """Weight-matrix elements: each is one multiply-add per token in the forward pass."""
+    return sum(p.numel() for p in module.parameters() if p.dim() >= 2)
+
+
+def bench_cell(name: str, hidden: int, batch: int, length: int, device: torch.device, repeats: int) -> dict:
+    layer = build_layer(name, hidden).to(device)
+    x = torch.randn(batch, length, hidden, device=device)
+    mask = torch.ones(batch, length, dtype=torch.bool, device=device)
+
+    def run():
+        out, _ = layer(x, mask)
+        out.sum().backward()
+        _sync(device)
+
+    seconds = best_time(run, repeats)
+    flops = 3 * 2 * batch * length * matrix_elements(layer)
+    return {"cell": name, "hidden": hidden, "tokens_per_s": batch * length / seconds, "seconds": seconds,
+            "gflops": flops / seconds / 1e9}
+
+
+def cell_table(hiddens: list[int], threads: list[int], batch: int, length: int, device: torch.device,
+               repeats: int, cells: list[str], log) -> list[dict]:
+    rows = []
+    for n in threads:
+        if device.type == "cpu":
+            torch.set_num_threads(n)
+        for hidden in hiddens:
+            peak = gemm_peak(batch, length, hidden, device, repeats)
+            log(f"cells: {n} thread(s), H={hidden}: GEMM peak {peak:.1f} GFLOP/s")
+            results = {name: bench_cell(name, hidden, batch, length, device, repeats) for name in cells}
+            lstm = results.get("nn.LSTM", {}).get("tokens_per_s")
+            for name in cells:
+                r = results[name]
+                r.update(threads=n, vs_lstm=r["tokens_per_s"] / lstm if lstm else None, peak_gflops=peak,
+                         of_peak=r["gflops"] / peak)
+                rows.append(r)
+                log(f"  {name:8s} {r['tokens_per_s']:>10,.0f} tok/s  x{r['vs_lstm'] or 0:5.2f} nn.LSTM  "
+                    f"{r['gflops']:6.1f} GFLOP/s ({100 * r['of_peak']:3.0f}% of peak)")
+    return rows
+
+
+# --- part 2: models -----------------------------------------------------------------
+
+
+def study_models(size: int) -> dict[str, ModelConfig]:
+    """The models of the ablation_srnmt and cells studies (their base sizes), and the
+    pairs the papers compare: SR-NMT 4L vs LSTM 2L of about the same size, FSMN vs GRU."""
+    base = ModelConfig(hidden=size, emb=size, dropout=0.1)
+    models = {f"cells/{cell}": replace(base, cell=cell, enc_layers=1, dec_layers=1)
+              for cell in ("lstm", "gru", "rnn", "ran", "atr", "sru", "srnmt", "fsmn")}
+    models["ablation_srnmt/SR-NMT 4L"] = replace(base, cell="srnmt", enc_layers=4, dec_layers=4)
+    models["pair/LSTM 2L"] = replace(base, cell="lstm", enc_layers=2, dec_layers=2)
+    return models
+
+
+def fill_defaults(cfg: ModelConfig) -> ModelConfig:
+    from nmt.config import config_from_dict
+
+    tree = {k: v for k, v in cfg.__dict__.items() if v is not None}
+    return config_from_dict({"model": tree}).model
+
+
+def bench_model(name: str, cfg: ModelConfig, batch: int, length: int, vocab: int, device: torch.device,
+                repeats: int, beams: list[int]) -> dict:
+    from nmt.search import beam_search
+
+    cfg = fill_defaults(cfg)
+    model = build_model(cfg, vocab, vocab).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    src = torch.randint(4, vocab, (batch, length), device=device)
+    tgt = torch.randint(4, vocab, (batch, length + 1), device=device)
+    src_mask = torch.ones_like(src, dtype=torch.bool)
+    tgt_mask = torch.ones(batch, length, dtype=torch.bool, device=device)
+    saved = {"bytes": 0}
+
+    def pack(tensor):
+        saved["bytes"] += tensor.numel() * tensor.element_size()
+        return tensor
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss, _ = model.loss(src, src_mask, tgt[:, :-1], tgt[:, 1:], tgt_mask)
+        (loss / tgt_mask.sum()).backward()
+        optimizer.step()
+        _sync(device)
+
+    model.train()
+    seconds = best_time(train_step, repeats)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss, _ = model.loss(src, src_mask, tgt[:, :-1], tgt[:, 1:], tgt_mask)
+    del loss
+    row = {"model": name, "cell": cfg.cell, "params": model.parameter_count, "hidden": cfg.hidden,
+           "layers": f"{cfg.enc_layers}+{cfg.dec_layers}", "train_tokens_per_s": batch * length / seconds,
+           "activation_bytes_per_token": saved["bytes"] / (batch * length)}
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        train_step()
+        row["peak_bytes_per_token"] = torch.cuda.max_memory_allocated() / (batch * length)
+    model.eval()
+    decode_src, decode_mask = src[: min(batch, 32)], src_mask[: min(batch, 32)]
+    for beam in beams:
+        words = {"n": 0}
+
+        def decode(beam=beam, words=words):
+            # an untrained model rarely stops early: every sentence runs to the length limit
+            words["n"] = sum(len(h) for h in beam_search(model, decode_src, decode_mask, beam=beam,
+                                                          max_len_ratio=1.0))
+            _sync(device)
+
+        t = best_time(decode, max(1, repeats // 2))
+        row[f"decode_words_per_s_beam{beam}"] = words["n"] / t
+    return row
+
+
+def model_table(size: int, batch: int, length: int, vocab: int, device: torch.device, repeats: int,
+                beams: list[int], log) -> list[dict]:
+    rows = []
+    for name, cfg in study_models(size).items():
+        row = bench_model(name, cfg, batch, length, vocab, device, repeats, beams)
+        rows.append(row)
+        decode = "  ".join(f"beam {b}: {row[f'decode_words_per_s_beam{b}']:>7,.0f} w/s" for b in beams)
+        log(f"  {name:26s} {row['params']:>10,} params  {row['train_tokens_per_s']:>8,.0f} train tok/s  {decode}  "
+            f"{row['activation_bytes_per_token'] / 1024:6.1f} KiB/token")
+    by_name = {r["model"]: r for r in rows}
+    pairs = [("ablation_srnmt/SR-NMT 4L", "pair/LSTM 2L"), ("cells/fsmn", "cells/gru"), ("cells/atr", "cells/lstm"),
+             ("cells/sru", "cells/lstm")]
+    for a, b in pairs:
+        ratio = by_name[a]["train_tokens_per_s"] / by_name[b]["train_tokens_per_s"]
+        log(f"  ratio {a} / {b}: x{ratio:.2f} training tokens/s "
+            f"({by_name[a]['params']:,} vs {by_name[b]['params']:,} params)")
+    return rows
+
+
+# --- command line -------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m nmt.bench",
+        description="Speed of every recurrent unit as ratios to torch.nn.LSTM measured in the same run, "
+                    "achieved GFLOP/s against this machine's measured GEMM peak, and whole-model training "
+                    "and decoding speed.",
+        epilog="Example: python -m nmt.bench --hidden 512 --threads 1 --json > bench.json")
+    parser.add_argument("--hidden", type=int, nargs="+", default=[512, 1024], help="cell sizes H = D (default 512 1024)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="CPU thread counts (default 1 2)")
+    parser.add_argument("--batch", type=int, default=64, help="batch size B (default 64)")
+    parser.add_argument("--length", type=int, default=30, help="sequence length T (default 30)")
+    parser.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS, help="cells to measure")
+    parser.add_argument("--model-size", type=int, default=256,
+                        help="hidden and embedding size of the whole models (default 256)")
+    parser.add_argument("--vocab", type=int, default=8000, help="vocabulary of the whole models (default 8000)")
+    parser.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="decoding beams (default 1 5)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions, the best counts (default 3)")
+    parser.add_argument("--skip", choices=("cells", "models"), action="append", default=[], help="leave a part out")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                        help="where to measure (default: cuda when present)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    for flag, values in (("--hidden", args.hidden), ("--threads", args.threads), ("--beams", args.beams),
+                         ("--batch", [args.batch]), ("--length", [args.length]), ("--repeats", [args.repeats])):
+        if any(v < 1 for v in values):
+            raise UserError(f"{flag} {' '.join(map(str, values))}: every value must be >= 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device here; use --device cpu")
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          args.device if args.device != "auto" else "cpu")
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads max)"
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
+    log(f"device: {device.type} - {where}; torch {torch.__version__}; B={args.batch}, T={args.length}")
+    report = {"device": device.type, "device_name": where, "torch": torch.__version__, "batch": args.batch,
+              "length": args.length}
+    if "cells" not in args.skip:
+        threads = args.threads if device.type == "cpu" else [torch.get_num_threads()]
+        report["cells"] = cell_table(args.hidden, threads, args.batch, args.length, device, args.repeats,
+                                     args.cells, log)
+    if "models" not in args.skip:
+        if device.type == "cpu":
+            torch.set_num_threads(args.threads[0])
+        log(f"models: size {args.model_size}, vocabulary {args.vocab}, {torch.get_num_threads()} thread(s)")
+        report["models"] = model_table(args.model_size, args.batch, args.length, args.vocab, device, args.repeats,
+                                       args.beams, log)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))

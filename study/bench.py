@@ -1,0 +1,121 @@
+"""``python -m study.bench``: does running trials side by side on Ray pay off on this machine?
+
+The same N small trials (one configuration, N seeds, a fixed number of epochs, no time
+budget and no early stopping, so both ways do the same work) run twice:
+
+1. through ``python -m study.run`` with one trial per CPU (Ray, MLflow, tables and all), and
+2. one after another in this process with ``nmt.trainer.run``, torch using every CPU.
+
+It prints both wall times and their ratio (concurrent / sequential; below 1 means the
+study platform is faster than a plain loop). Timings only: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from nmt.cli import run_main
+from nmt.errors import UserError
+
+STUDY = """name: bench_concurrency
+description: the study-level benchmark's trials
+data: {{preset: synthetic, size: {size}, valid_size: 100, test_size: 100, spm: {{vocab_size: 400}}}}
+base:
+  model: {{cell: {cell}, hidden: {hidden}, emb: {hidden}}}
+  train: {{batch_tokens: 1500, lr_decay: none, patience: 0}}
+  decode: {{beam: 2}}
+variants:
+  - {{label: bench, set: {{}}}}
+seeds: {trials}
+budget: {{epochs: {epochs}}}
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m study.bench",
+        description="Wall time of N identical small trials run as a study (one trial per CPU, on Ray) "
+                    "against the same trials run one after another in one process using every CPU.",
+        epilog="Example: python -m study.bench --trials 4 --epochs 3")
+    parser.add_argument("--trials", type=int, default=4, help="trials (seeds of one configuration; default 4)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs per trial (default 3)")
+    parser.add_argument("--cell", default="gru", help="recurrent unit of the trials (default gru)")
+    parser.add_argument("--hidden", type=int, default=64, help="hidden and embedding size (default 64)")
+    parser.add_argument("--size", type=int, default=3000, help="synthetic training pairs (default 3000)")
+    parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs to use (default: all)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    args = parser.parse_args(argv)
+    for flag, value in (("--trials", args.trials), ("--epochs", args.epochs), ("--hidden", args.hidden),
+                        ("--size", args.size), ("--cpus", args.cpus)):
+        if value < 1:
+            raise UserError(f"{flag} {value}: must be >= 1")
+
+    from study.spec import expand, load_study
+
+    work = Path(tempfile.mkdtemp(prefix="rnmt-bench-"))
+    try:
+        study_file = work / "bench_concurrency.yaml"
+        study_file.write_text(STUDY.format(size=args.size, cell=args.cell, hidden=args.hidden, trials=args.trials,
+                                           epochs=args.epochs), encoding="utf-8")
+        spec = load_study(str(study_file))
+        configs = [trial.config for trial in expand(spec)]
+
+        _prepare_data(configs[0], work)  # the data cache is warm for both runs
+        print(f"{args.trials} trials of {args.cell} H={args.hidden}, {args.epochs} epochs each, {args.cpus} CPUs",
+              file=sys.stderr, flush=True)
+
+        started = time.perf_counter()
+        result = subprocess.run([sys.executable, "-m", "study.run", str(study_file), "--cpus", str(args.cpus),
+                                 "--results", str(work / "results")], capture_output=True, text=True, check=False,
+                                env=dict(os.environ, OMP_NUM_THREADS="1"))
+        concurrent = time.perf_counter() - started
+        if result.returncode != 0:
+            raise UserError(f"the study run failed (exit {result.returncode}): "
+                            f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+        print(f"study.run, {args.cpus} trials at a time: {concurrent:.1f} s", file=sys.stderr, flush=True)
+
+        sequential = _run_sequentially(configs, work / "sequential", args.cpus)
+        print(f"one process, one trial after another, {args.cpus} threads: {sequential:.1f} s", file=sys.stderr,
+              flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    ratio = concurrent / sequential
+    report = {"trials": args.trials, "epochs": args.epochs, "cell": args.cell, "hidden": args.hidden,
+              "cpus": args.cpus, "concurrent_seconds": round(concurrent, 1), "sequential_seconds": round(sequential, 1),
+              "ratio": round(ratio, 3)}
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print(f"wall time, study.run / sequential: {ratio:.2f}  ({concurrent:.1f} s / {sequential:.1f} s)")
+    return 0
+
+
+def _prepare_data(tree: dict, work: Path) -> None:
+    from nmt.config import config_from_dict
+    from nmt.data.pipeline import load_data
+
+    load_data(config_from_dict(tree).data, log=None)
+
+
+def _run_sequentially(configs: list[dict], out: Path, threads: int) -> float:
+    from nmt.config import config_from_dict
+    from nmt.trainer import run
+
+    started = time.perf_counter()
+    for index, tree in enumerate(configs):
+        tree = {**tree, "train": {**tree["train"], "threads": threads}}
+        run(config_from_dict(tree), out / str(index), log=lambda line: None)
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main))
