@@ -117,10 +117,11 @@ def matrix_elements(module: nn.Module) -> int:
 
 def bench_cell(name: str, hidden: int, batch: int, length: int, device: torch.device, repeats: int) -> dict:
     layer = build_layer(name, hidden).to(device)
-    x = torch.randn(batch, length, hidden, device=device)
+    x = torch.randn(batch, length, hidden, device=device, requires_grad=True)  # inside a model: dL/dx is needed
     mask = torch.ones(batch, length, dtype=torch.bool, device=device)
 
     def run():
+        x.grad = None
         out, _ = layer(x, mask)
         out.sum().backward()
         _sync(device)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from nmt.ops.additive_scores import additive_scores
+
 
 class Attention(nn.Module):
     def __init__(self, query_size: int, memory_size: int, kind: str = "mlp", layer_norm: bool = False,
@@ -52,7 +54,7 @@ class Attention(nn.Module):
             query = query.unsqueeze(1)
         if self.kind == "mlp":
             q = self.query_norm(self.query_proj(query))  # (B, Tq, A)
-            scores = self.score(torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))).squeeze(-1)  # (B, Tq, S)
+            scores = additive_scores(q, keys, self.score.weight[0])  # (B, Tq, S)
         else:
             scores = torch.bmm(query, keys.transpose(1, 2))
         scores = scores.masked_fill(~mask.unsqueeze(1), float("-inf"))
