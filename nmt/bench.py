@@ -163,7 +163,8 @@ def study_models(size: int) -> dict[str, ModelConfig]:
     models = {f"cells/{cell}": replace(base, cell=cell, enc_layers=1, dec_layers=1)
               for cell in ("lstm", "gru", "rnn", "ran", "atr", "sru", "srnmt", "fsmn")}
     models["ablation_srnmt/SR-NMT 4L"] = replace(base, cell="srnmt", enc_layers=4, dec_layers=4)
-    models["pair/LSTM 2L"] = replace(base, cell="lstm", enc_layers=2, dec_layers=2)
+    # the SR-NMT paper's LSTM baseline (its Table 1): OpenNMT-py LSTM with input feeding and MLP attention
+    models["pair/LSTM 2L"] = replace(base, cell="lstm", enc_layers=2, dec_layers=2, attention="mlp")
     return models
 
 
@@ -260,9 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, default=64, help="batch size B (default 64)")
     parser.add_argument("--length", type=int, default=30, help="sequence length T (default 30)")
     parser.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS, help="cells to measure")
-    parser.add_argument("--model-size", type=int, default=256,
-                        help="hidden and embedding size of the whole models (default 256)")
-    parser.add_argument("--vocab", type=int, default=8000, help="vocabulary of the whole models (default 8000)")
+    parser.add_argument("--model-size", type=int, default=64,
+                        help="hidden and embedding size of the whole models (default 64, as in the studies)")
+    parser.add_argument("--vocab", type=int, default=800,
+                        help="vocabulary of the whole models (default 800, as in the studies)")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="decoding beams (default 1 5)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repetitions, the best counts (default 3)")
     parser.add_argument("--skip", choices=("cells", "models"), action="append", default=[], help="leave a part out")
