@@ -41,6 +41,19 @@ def assert_complete(results: Path, name: str, labels: list[str], seeds: int) -> 
     return children
 
 
+def start_tiny_study(tmp_path: Path, name: str, env: dict, seeds: int):
+    """A 2-configuration study on one CPU, returned once its first trial has an epoch checkpoint:
+    (study file, results dir, its command-line arguments, the driver process)."""
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(grid_study(name, TWO_BY_TWO, seeds=seeds, epochs=3))
+    results = tmp_path / "results"
+    args = [str(path), "--cpus", "1", "--results", str(results)]
+    driver = start_study(*args, env=env)
+    wait_for(driver, f"0/{2 * seeds} done")
+    wait_for_unfinished_checkpoint(results / "ray" / name)
+    return path, results, args, driver
+
+
 def kill_group(process: subprocess.Popen) -> None:
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
@@ -50,15 +63,8 @@ def kill_group(process: subprocess.Popen) -> None:
 
 
 def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_path, ray_env):
-    path = tmp_path / "killed.yaml"
-    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=3))
-    results = tmp_path / "results"
-    args = [str(path), "--cpus", "1", "--results", str(results)]
-
+    path, results, args, driver = start_tiny_study(tmp_path, "killed", ray_env, seeds=2)
     # (a) before the first trial ends
-    driver = start_study(*args, env=ray_env)
-    wait_for(driver, "0/4 done")
-    wait_for_unfinished_checkpoint(results / "ray" / "killed")
     kill_group(driver)
     assert not finished_trials(results, "killed")
 
@@ -125,13 +131,7 @@ def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 180, count
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_env, sig):
-    path = tmp_path / "stopped.yaml"
-    path.write_text(grid_study("stopped", TWO_BY_TWO, seeds=1, epochs=3))
-    results = tmp_path / "results"
-    args = [str(path), "--cpus", "1", "--results", str(results)]
-    driver = start_study(*args, env=ray_env)
-    wait_for(driver, "0/2 done")
-    wait_for_unfinished_checkpoint(results / "ray" / "stopped")
+    _, results, args, driver = start_tiny_study(tmp_path, "stopped", ray_env, seeds=1)
     if sig == signal.SIGINT:
         os.killpg(driver.pid, sig)  # Ctrl-C in a terminal reaches the whole process group
     else:
