@@ -109,6 +109,8 @@ CASES = [
      lambda p: [study_file(p, STUDY), "--tracking-uri", "http://127.0.0.1:9"], ["MLflow", "127.0.0.1:9"]),
     ("results path is a file", "study.run",
      lambda p: [study_file(p, STUDY), "--results", str(_a_file(p))], ["--results", "is a file"]),
+    ("results directory unreadable", "study.run",
+     lambda p: [study_file(p, STUDY), "--results", str(_garbled_state(p))], ["study.json", "unreadable", "--fresh"]),
     ("results path not writable", "study.run",
      lambda p: [study_file(p, STUDY), "--results", "/proc/rnmt-results"], ["/proc/rnmt-results", "--results"]),
     ("train out dir not writable", "nmt.train", lambda p: ["--smoke", "--out", "/proc/rnmt-run"],
@@ -138,6 +140,13 @@ def _a_file(tmp_path: Path) -> Path:
     path = tmp_path / "a-file"
     path.write_text("not a directory")
     return path
+
+
+def _garbled_state(tmp_path: Path) -> Path:
+    """A results directory whose study state is not JSON (a crash of another tool, a bad copy)."""
+    (tmp_path / "r" / "bad").mkdir(parents=True)
+    (tmp_path / "r" / "bad" / "study.json").write_bytes(b"\x00\x01 not json")
+    return tmp_path / "r"
 
 
 def _main(module: str):
