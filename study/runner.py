@@ -166,7 +166,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
                             f"resume with the same file and options, or start it over with --fresh (or copy the "
                             f"file under a new name to keep both)")
-    uri = opts.tracking_uri or (state or {}).get("tracking_uri") or default_tracking_uri(results_root)
+    uri = tracking_uri(opts, state, results_root)
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts")
     _check_address(opts.address)
     tracker.connect()
@@ -226,6 +226,17 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
               file=sys.stderr)
     print(f"study {spec.name} done in {_clock(time.time() - start)}")
     return 0
+
+
+def tracking_uri(opts: RunOptions, state: dict | None, results_root: Path) -> str:
+    """--tracking-uri; else, when resuming, the store the study started with; else SQLite under
+    the results directory (never a stored one otherwise: committed reference results carry
+    the absolute path of the machine that made them)."""
+    if opts.tracking_uri:
+        return opts.tracking_uri
+    if opts.resume and state and state.get("tracking_uri"):
+        return state["tracking_uri"]
+    return default_tracking_uri(results_root)
 
 
 @contextlib.contextmanager

@@ -189,3 +189,13 @@ def test_saved_trial_records_rebuild_the_same_table(tmp_path):
     row = rebuilt.rows.set_index("label").loc["other"]
     assert row["delta"] == -10.0 and row["n"] == 2 and 0.0 <= row["p_value"] <= 1.0
     assert rebuilt.rows.set_index("label").loc["ref", "bleu_std"] == pytest.approx(0.7071, abs=1e-3)
+
+
+def test_tracking_store_of_reference_results_is_not_reused(tmp_path):
+    from study.runner import RunOptions, tracking_uri
+
+    state = {"tracking_uri": "sqlite:////elsewhere/results/mlflow.db"}  # committed by another machine
+    fresh = tracking_uri(RunOptions(), state, tmp_path)
+    assert fresh == f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+    assert tracking_uri(RunOptions(resume=True), state, tmp_path) == state["tracking_uri"]
+    assert tracking_uri(RunOptions(tracking_uri="http://127.0.0.1:5000"), state, tmp_path) == "http://127.0.0.1:5000"
