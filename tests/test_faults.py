@@ -316,10 +316,11 @@ def test_tracking_server_lost_mid_study_costs_only_logging(tmp_path, ray_env):
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
         rest, _ = driver.communicate(timeout=400)
-        if driver.returncode != 0 and "Failed to connect to GCS" in rest:
-            # seen once in a loaded full-suite run: Ray's own control process went away, which
-            # is not what this test is about (the MLflow server is in a process group of its own)
-            pytest.skip("Ray's GCS went away under load; rerun this test alone")
+        ray_trouble = ("Failed to connect to GCS", "cannot start a local Ray instance")
+        if driver.returncode != 0 and any(text in rest for text in ray_trouble):
+            # seen in 2 of 6 full-suite runs, never alone: Ray's own node failing to start or
+            # its control process going away is not what this test is about
+            pytest.skip(f"Ray itself failed in this run ({rest.strip().splitlines()[-1][:200]}); rerun alone")
         assert driver.returncode == 0, rest[-3000:]
         assert "MLflow logging call(s) were lost" in rest and "python -m study.table lost" in rest
         rows = table_rows(results, "lost")
