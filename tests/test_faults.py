@@ -168,7 +168,10 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(tmp_path, ray_e
     assert metrics["status"] == "ok" and metrics["epochs"] == 8
     assert metrics["resumes"] == 1  # restored from a checkpoint, not restarted from epoch 0
     client, _, (child,) = mlflow_runs(results, "worker")
-    assert sorted(m.step for m in client.get_metric_history(child.info.run_id, "elapsed_s")) == list(range(1, 9))
+    epochs = sorted(m.step for m in client.get_metric_history(child.info.run_id, "elapsed_s"))
+    # every epoch logged; at most the one in flight at the kill twice (its checkpoint may not have
+    # reached Ray's storage), so the retry did not start over from epoch 1
+    assert sorted(set(epochs)) == list(range(1, 9)) and len(epochs) <= 9, epochs
     assert child.info.status == "FINISHED"
 
 
