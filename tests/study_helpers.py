@@ -22,9 +22,26 @@ def make_ray_env(cache_dir: Path) -> tuple[dict, Path]:
     return env, ray_tmp
 
 
+# Ray's own node dying (seen about once per full-suite run on the 2-core CI machine, in a
+# different test each time, never in a test run alone): infrastructure, not the behaviour
+# under test. A run that fails with one of these lines is skipped with that line as reason.
+RAY_NODE_LOST = ("Failed to connect to GCS within", "Owner's node has crashed", "cannot start a local Ray instance")
+
+
+def skip_if_ray_node_lost(returncode: int, output: str) -> None:
+    import pytest
+
+    if returncode != 0:
+        for line in output.splitlines():
+            if any(sign in line for sign in RAY_NODE_LOST):
+                pytest.skip(f"Ray's local node died in this run, not the code under test: {line.strip()[:200]}")
+
+
 def study(*args: str, env: dict, timeout: int = 600, module: str = "study.run") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], check=False, capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=timeout)
+    result = subprocess.run([sys.executable, "-m", module, *args], check=False, capture_output=True, text=True,
+                            cwd=ROOT, env=env, timeout=timeout)
+    skip_if_ray_node_lost(result.returncode, result.stdout + result.stderr)
+    return result
 
 
 def start_study(*args: str, env: dict) -> subprocess.Popen:
