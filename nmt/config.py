@@ -147,6 +147,17 @@ class Config:
 # loading and overriding
 
 
+def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
+    """A nested config tree as {"section.key": value} (dotted keys, as --set takes them)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """``"model.hidden=512"`` -> ``("model.hidden", 512)``; the value is YAML."""
     if "=" not in text:

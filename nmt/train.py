@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from nmt.cli import run_main
-from nmt.config import Config, apply_overrides, config_from_dict, dump_config, load_config, smoke
+from nmt.config import Config, apply_overrides, config_from_dict, dump_config, flatten, load_config, smoke
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
 
@@ -80,16 +80,7 @@ RESUMABLE_CHANGES = ("train.max_epochs", "train.max_minutes", "train.patience", 
 
 def config_changes(old: Config, new: Config) -> list[str]:
     """'key: old -> new' for every leaf that differs."""
-    def leaves(tree: dict, prefix: str = "") -> dict:
-        out = {}
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                out.update(leaves(value, f"{prefix}{key}."))
-            else:
-                out[f"{prefix}{key}"] = value
-        return out
-
-    a, b = leaves(old.to_dict()), leaves(new.to_dict())
+    a, b = flatten(old.to_dict()), flatten(new.to_dict())
     return [f"{key}: {a[key]!r} -> {b[key]!r}" for key in a if a[key] != b[key]]
 
 

@@ -51,10 +51,7 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("test BLEU (mean, 95% CI)")
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path: Path) -> Path:
@@ -68,10 +65,7 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
     ax.set_xlabel(x_label)
     ax.set_ylabel("test BLEU (mean, 95% CI)")
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
@@ -90,6 +84,10 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     ax.set_xlabel("training target tokens/s")
     ax.set_ylabel("test BLEU")
     ax.set_title(title, fontsize=9)
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

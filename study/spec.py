@@ -38,6 +38,7 @@ from nmt.config import (
     apply_overrides,
     build_dataclass,
     config_from_dict,
+    flatten,
     read_yaml,
     smoke,
     suggest,
@@ -479,7 +480,7 @@ def _grid_rows(spec: StudySpec) -> list[tuple[str, dict]]:
 def grid_label(spec: StudySpec, variant_label: str | None, changes: dict) -> str:
     template = spec.fields.table.label
     if template:
-        values = {**_flat(config_from_dict(spec.base_tree(), source=spec.source).to_dict()), **changes}
+        values = {**flatten(config_from_dict(spec.base_tree(), source=spec.source).to_dict()), **changes}
 
         def fill(match: re.Match) -> str:
             key = match.group(1)
@@ -505,11 +506,3 @@ def _variant_keys(spec: StudySpec, label: str) -> set[str]:
     return set()
 
 
-def _flat(tree: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out

@@ -26,8 +26,8 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
+from nmt.config import flatten
 from nmt.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -42,14 +42,6 @@ def default_tracking_uri(results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / 'mlflow.db').resolve()}"
 
 
-def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 class StudyTracker:
