@@ -158,6 +158,12 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def tree_changes(old: dict, new: dict) -> list[str]:
+    """'key: old -> new' for every dotted key whose value differs (missing keys count as None)."""
+    a, b = flatten(old), flatten(new)
+    return [f"{key}: {a.get(key)!r} -> {b.get(key)!r}" for key in sorted(set(a) | set(b)) if a.get(key) != b.get(key)]
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """``"model.hidden=512"`` -> ``("model.hidden", 512)``; the value is YAML."""
     if "=" not in text:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from nmt.cli import run_main
-from nmt.config import Config, apply_overrides, config_from_dict, dump_config, flatten, load_config, smoke
+from nmt.config import Config, apply_overrides, config_from_dict, dump_config, load_config, smoke, tree_changes
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
 
@@ -78,12 +78,6 @@ RESUMABLE_CHANGES = ("train.max_epochs", "train.max_minutes", "train.patience", 
                      "decode.")
 
 
-def config_changes(old: Config, new: Config) -> list[str]:
-    """'key: old -> new' for every leaf that differs."""
-    a, b = flatten(old.to_dict()), flatten(new.to_dict())
-    return [f"{key}: {a[key]!r} -> {b[key]!r}" for key in a if a[key] != b[key]]
-
-
 def resume_config(args: argparse.Namespace) -> Config:
     """The stored config of the run in --out with --set applied; only budget, hardware
     and decoding keys may differ from what the run was started with."""
@@ -97,7 +91,7 @@ def resume_config(args: argparse.Namespace) -> Config:
         requested = config_from_dict(apply_overrides(stored.to_dict(), overrides), source="--set")
     if args.smoke:
         requested = smoke(requested)
-    blocked = [c for c in config_changes(stored, requested) if not c.startswith(RESUMABLE_CHANGES)]
+    blocked = [c for c in tree_changes(stored.to_dict(), requested.to_dict()) if not c.startswith(RESUMABLE_CHANGES)]
     if blocked:
         raise UserError(f"--resume {args.out}: the run was started with another config ({'; '.join(blocked[:3])}); "
                         "resume with the same config, or start a new run with another --out")

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.config import config_from_dict
+from nmt.config import config_from_dict, tree_changes
 from nmt.data.corpus import corpus_languages, discover_corpus
 from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.errors import UserError
@@ -70,17 +70,6 @@ def read_state(study_dir: Path) -> dict | None:
 def write_state(study_dir: Path, state: dict) -> None:
     study_dir.mkdir(parents=True, exist_ok=True)
     write_json(study_dir / STATE_FILE, state)
-
-
-def changed_keys(old: dict, new: dict, prefix: str = "") -> list[str]:
-    keys = []
-    for key in sorted(set(old) | set(new)):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, dict) and isinstance(b, dict):
-            keys += changed_keys(a, b, f"{prefix}{key}.")
-        elif a != b:
-            keys.append(f"{prefix}{key}: {a!r} -> {b!r}")
-    return keys
 
 
 # ---------------------------------------------------------------------------
@@ -161,7 +150,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
     references, stats = prepare_data(spec, opts)
     if opts.resume:
-        changes = changed_keys(state.get("request", {}), spec.tree)
+        changes = tree_changes(state.get("request", {}), spec.tree)
         if changes:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
                             f"resume with the same file and options, or start it over with --fresh (or copy the "
