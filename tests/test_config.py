@@ -136,3 +136,12 @@ def test_files_given_on_the_command_line_replace_the_default_synthetic_corpus():
 
     cfg = load_config(DEFAULT_CONFIG, ["data.train=[a.en, a.de]", "data.valid=[b.en, b.de]", "data.test=[c.en, c.de]"])
     assert cfg.data.preset is None and cfg.data.test == ["c.en", "c.de"]
+
+
+def test_tree_changes_names_every_changed_dotted_key():
+    from nmt.config import tree_changes
+
+    old = {"budget": {"epochs": 3}, "seeds": 2, "model": {"cell": "gru"}}
+    new = {"budget": {"epochs": 5}, "seeds": 2, "model": {"cell": "gru", "hidden": 64}}
+    assert tree_changes(old, new) == ["budget.epochs: 3 -> 5", "model.hidden: None -> 64"]
+    assert tree_changes(old, old) == []
