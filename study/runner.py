@@ -301,6 +301,13 @@ def _check_address(address: str | None) -> None:
                         f"with `ray start --head --port {port}` or check the address (and firewall)") from None
 
 
+# Ray declares its own local node dead, and kills it, after 5 missed 10 s health checks. With
+# every core busy training (the point of a study) the checks can stall that long, and the whole
+# study died with "Owner's node has crashed"; on one machine there is no other node to fail over
+# to, so wait for about 5 minutes instead.
+LOCAL_HEALTH_CHECKS = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 10}
+
+
 def _start_ray(opts: RunOptions) -> None:
     import ray
 
@@ -313,7 +320,8 @@ def _start_ray(opts: RunOptions) -> None:
         if address:
             ray.init(address=address, **kwargs)
         else:  # "local": never attach to some other Ray instance on this machine by accident
-            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), **kwargs)
+            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), _system_config=LOCAL_HEALTH_CHECKS,
+                     **kwargs)
     except Exception as err:  # ConnectionError, RuntimeError, ...: one line either way
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         fix = ("start it with `ray start --head` (and check the address and token)" if address
