@@ -113,7 +113,7 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
     assert all(r["metrics"]["epochs"] == 3 and r["status"] == "ok" for r in records.values())
 
 
-def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 180, count: int = 1) -> Path:
+def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 400, count: int = 1) -> Path:
     """The trial directory of a running trial once it has an epoch checkpoint (and ``count``
     running trials have one)."""
     deadline = time.time() + timeout
