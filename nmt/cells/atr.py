@@ -29,6 +29,8 @@ from nmt.cells.base import OwnWeightsCell, scale_chunks
 class ATRCell(OwnWeightsCell):
     recurrence = "c"
     input_has_bias = False  # q_t = W_x x_t; the bias sits in the history term
+    #: set to a list to record (i_t, f_t, direction) at every ``step`` (nmt.analysis.atr_gates)
+    trace: list | None = None
 
     def __init__(
         self,
@@ -67,6 +69,8 @@ class ATRCell(OwnWeightsCell):
             f = torch.sigmoid(q_f - p_f)
         else:
             f = torch.sigmoid(p_f - q_f)
+        if self.trace is not None:
+            self.trace.append((i.detach(), f.detach(), direction))
         content = torch.tanh(q_i) if self.candidate == "tanh" else q_i
         h_new = torch.addcmul(i * content, f, h)
         return h_new, (h_new,)

@@ -27,6 +27,9 @@ from nmt.cells.base import scale_chunks
 
 
 class ContextGate(nn.Module):
+    #: set to a list to record z_i at every ``gate`` call (nmt.analysis.context_gates)
+    trace: list | None = None
+
     def __init__(self, strategy: str, inputs: list[str], granularity: str, word_size: int, state_size: int,
                  context_size: int):
         super().__init__()
@@ -39,7 +42,10 @@ class ContextGate(nn.Module):
 
     def gate(self, prev_word: Tensor, state: Tensor, context: Tensor) -> Tensor:
         values = {"prev_word": prev_word, "state": state, "source": context}
-        return torch.sigmoid(sum(self.proj[name](values[name]) for name in self.inputs))
+        z = torch.sigmoid(sum(self.proj[name](values[name]) for name in self.inputs))
+        if self.trace is not None:
+            self.trace.append(z.detach())
+        return z
 
     def combine(self, z: Tensor, target_term: Tensor, source_term: Tensor) -> tuple[Tensor, Tensor | None]:
         """The cell's input (B, k*H) and the scale of its recurrent term, per strategy."""
