@@ -182,6 +182,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
                  "command": opts.command, "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
                  "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats}
         write_state(study_dir, state)
+        write_command(study_dir, opts.command)
         total = spec.fields.search.num_samples if spec.fields.search else len(trials)
         print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
         with _sigterm_as_sigint() as received:
@@ -244,6 +245,12 @@ def _sigterm_as_sigint():
         yield received
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def write_command(study_dir: Path, command: str) -> None:
+    """The exact command that produced the results, beside them (also in study.json)."""
+    if command:
+        write_lines(study_dir / "command.txt", [command])
 
 
 def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None, study_dir: Path) -> list[Path]:

@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from study.results import experiment_dir, load_records, load_saved_records
-    from study.runner import read_state, write_exports
+    from study.runner import read_state, write_command, write_exports
     from study.spec import spec_from_dict, study_path
 
     root = args.results.resolve()
@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ref_path = study_dir / "test.ref"
     references = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.is_file() else None
     outputs = write_exports(spec, records, references, study_dir)
+    write_command(study_dir, state.get("command", ""))
     print((study_dir / "table.md").read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(p) for p in outputs))
     return 0

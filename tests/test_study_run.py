@@ -37,6 +37,8 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     for name in ("table.md", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png", "study.json"):
         assert (results / "ablation_srnmt" / name).is_file(), name
     assert r"\toprule" in (results / "ablation_srnmt" / "table.tex").read_text()
+    command = (results / "ablation_srnmt" / "command.txt").read_text().strip()
+    assert command == f"python -m study.run ablation_srnmt --smoke --cpus 2 --results {results}"
 
     client, parents, children = mlflow_runs(results, "ablation_srnmt")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
@@ -52,10 +54,12 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     # the stored results rebuild the same table without training
     before = (results / "ablation_srnmt" / "table.md").read_text()
     (results / "ablation_srnmt" / "table.md").unlink()
+    (results / "ablation_srnmt" / "command.txt").unlink()
     rebuilt = subprocess.run([sys.executable, "-m", "study.table", "ablation_srnmt", "--results", str(results)],
                              capture_output=True, text=True, cwd=ROOT, env=ray_env, timeout=300)
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert (results / "ablation_srnmt" / "table.md").read_text() == before
+    assert (results / "ablation_srnmt" / "command.txt").read_text().strip() == command
 
 
 DIVERGENT = """
