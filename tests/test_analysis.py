@@ -78,7 +78,8 @@ def test_atr_gates_command(runs, tmp_path, capsys):
     assert atr_gates.main(["--checkpoint", str(runs["atr"]), "--out", str(out), "--layer", "2", "--sentence", "3"]) == 0
     summary = json.loads((out / "atr_gates.json").read_text())
     assert summary["layer"] == 2 and summary["sentences"] == 20
-    assert -1.0 <= summary["pearson_r_elements"] <= 1.0 and -1.0 <= summary["pearson_r_token_means"] <= 1.0
+    for kind in ("elements", "token_means", "position_means"):
+        assert -1.0 <= summary[f"pearson_r_{kind}"] <= 1.0
     assert 0.0 < summary["mean_input_gate"] < 1.0 and 0.0 < summary["mean_forget_gate"] < 1.0
     positions = summary["positions"]
     assert positions[0]["position"] == 1 and positions[0]["sentences"] == 20
