@@ -152,13 +152,17 @@ def test_length_buckets_by_hand(tmp_path):
     sources = ["a b", "a b c d e", "a b c d e f g h", "a"]
     references = ["x y", "x y z w v", "x y z w v u t s", "x"]
     hyps = ["x y", "x y z", "x y z w v u t s", "q"]
-    summary = length_buckets.analyse(sources, references, {"sys": hyps}, [3, 6])
+    summary = length_buckets.analyse(sources, references, {"sys": [hyps]}, [3, 6])
     names = [b["bucket"] for b in summary["buckets"]]
     assert names == ["< 3", "3-5", ">= 6"]
     assert [b["sentences"] for b in summary["buckets"]] == [2, 1, 1]
     short, middle, long = (b["systems"]["sys"] for b in summary["buckets"])
     assert short["length_ratio"] == 1.0 and middle["length_ratio"] == pytest.approx(3 / 5)
     assert long["bleu"] == pytest.approx(100.0) and long["length_ratio"] == 1.0
+    # two runs under one label are pooled: the middle bucket holds both runs' sentences
+    pooled = length_buckets.analyse(sources, references, {"sys": [hyps, references]}, [3, 6])
+    assert pooled["buckets"][1]["systems"]["sys"]["length_ratio"] == pytest.approx((3 + 5) / (5 + 5))
+    assert pooled["overall"]["sys"]["runs"] == 2
 
 
 def test_length_buckets_command(tmp_path, capsys):
@@ -201,8 +205,6 @@ def test_analysis_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, capsy
     lines = ["--source", str(tmp_path / "two"), "--reference", str(tmp_path / "two"), "--out", str(out)]
     bad(length_buckets.main, [*lines, "--hyp", str(tmp_path / "two")], capsys, "LABEL=FILE")
     bad(length_buckets.main, [*lines, "--hyp", f"a={tmp_path / 'one'}"], capsys, "1 lines", "line-aligned")
-    bad(length_buckets.main, [*lines, "--hyp", f"a={tmp_path / 'two'}", "--hyp", f"a={tmp_path / 'two'}"], capsys,
-        "given twice")
     bad(length_buckets.main, [*lines, "--hyp", f"a={tmp_path / 'nope'}"], capsys, "nope")
     bad(length_buckets.main, [*lines, "--hyp", f"a={tmp_path / 'two'}", "--edges", "5", "3"], capsys, "increasing")
     assert not out.exists()

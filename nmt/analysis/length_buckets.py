@@ -2,7 +2,8 @@
 Bahdanau et al. 2015): test sentences are grouped by source length in words,
 and each system's corpus BLEU and length ratio (hypothesis words / reference
 words) are computed per group. Reads translation files, so it needs no model:
-a study's ``results/STUDY/hyps/KEY.hyp`` or ``nmt.translate`` output.
+a study's ``results/STUDY/hyps/KEY.hyp`` or ``nmt.translate`` output. A label
+given with several files pools them (the seeds of one configuration).
 
     python -m nmt.analysis.length_buckets --source test.en --reference test.de \\
         --hyp GRU=gru.hyp --hyp "GRU + CG=cg.hyp" --out analysis/lengths
@@ -28,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source", type=Path, required=True, help="source sentences (plain or .gz)")
     parser.add_argument("--reference", type=Path, required=True, help="reference translations (plain or .gz)")
     parser.add_argument("--hyp", action="append", required=True, metavar="LABEL=FILE",
-                        help="a system's translations, one line per source line; repeatable")
+                        help="a system's translations, one line per source line; repeatable, and a label given "
+                             "again pools its files (e.g. the seeds of one configuration)")
     parser.add_argument("--edges", type=int, nargs="+", default=[10, 15, 20],
                         help="bucket edges in source words (default 10 15 20: <10, 10-14, 15-19, >=20)")
     parser.add_argument("--out", type=Path, required=True, help="directory for length_buckets.png and .json")
@@ -36,19 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def parse_systems(specs: list[str], lines: int) -> dict[str, list[str]]:
-    systems = {}
+def parse_systems(specs: list[str], lines: int) -> dict[str, list[list[str]]]:
+    """{label: [translations of one run, ...]}: a label given more than once pools its runs (seeds)."""
+    systems: dict[str, list[list[str]]] = {}
     for spec in specs:
         label, sep, path = spec.rpartition("=")
         if not sep or not label or not path:
             raise UserError(f"--hyp {spec}: expected LABEL=FILE, e.g. --hyp GRU=results/cells/hyps/KEY.hyp")
-        if label in systems:
-            raise UserError(f"--hyp {spec}: label {label!r} given twice; labels name the lines of the plot")
         hyps = read_lines(path, f"--hyp {label}")
         if len(hyps) != lines:
             raise UserError(f"--hyp {spec}: {len(hyps)} lines, but the source has {lines}; translations must be "
                             "line-aligned with --source")
-        systems[label] = hyps
+        systems.setdefault(label, []).append(hyps)
     return systems
 
 
@@ -62,7 +63,9 @@ def bucket_of(length: int, edges: list[int]) -> int:
     return sum(length >= edge for edge in edges)
 
 
-def analyse(sources: list[str], references: list[str], systems: dict[str, list[str]], edges: list[int]) -> dict:
+def analyse(sources: list[str], references: list[str], systems: dict[str, list[list[str]]], edges: list[int]) -> dict:
+    """Per bucket and system: corpus BLEU and length ratio over the system's runs pooled
+    (each run's sentences of the bucket against their references)."""
     names = bucket_names(edges)
     members: list[list[int]] = [[] for _ in names]
     for k, source in enumerate(sources):
@@ -71,15 +74,17 @@ def analyse(sources: list[str], references: list[str], systems: dict[str, list[s
     for name, rows in zip(names, members):
         if not rows:
             continue
-        refs = [references[k] for k in rows]
-        ref_words = sum(len(r.split()) for r in refs)
         row = {"bucket": name, "sentences": len(rows), "systems": {}}
-        for label, hyps in systems.items():
-            chosen = [hyps[k] for k in rows]
+        for label, runs in systems.items():
+            chosen = [hyps[k] for hyps in runs for k in rows]
+            refs = [references[k] for _ in runs for k in rows]
             row["systems"][label] = {"bleu": corpus_bleu(chosen, refs).score,
-                                     "length_ratio": sum(len(h.split()) for h in chosen) / max(ref_words, 1)}
+                                     "length_ratio": sum(len(h.split()) for h in chosen) /
+                                     max(sum(len(r.split()) for r in refs), 1)}
         buckets.append(row)
-    overall = {label: {"bleu": corpus_bleu(hyps, references).score} for label, hyps in systems.items()}
+    overall = {label: {"runs": len(runs), "bleu": corpus_bleu([h for hyps in runs for h in hyps],
+                                                              references * len(runs)).score}
+               for label, runs in systems.items()}
     return {"edges": edges, "buckets": buckets, "overall": overall}
 
 
