@@ -168,6 +168,28 @@ def study_models(size: int) -> dict[str, ModelConfig]:
     return models
 
 
+def forward_flops_per_token(model: nn.Module, source_length: int) -> int:
+    """FLOPs of the products in one forward pass, per target token, with as many source as target
+    tokens (2 per multiply-add): every weight matrix once (embedding lookups are no products, a
+    softmax tied to them is), every memory block's taps, and every attention's scores and context
+    over ``source_length`` positions. Elementwise work (gates, tanh, layer norm) and the decoder's
+    initial state (one product per sentence) are not counted."""
+    from nmt.decoders.base import InitialState
+    from nmt.modules.attention import Attention
+
+    macs = sum(p.numel() for p in model.parameters() if p.dim() >= 2)
+    for module in model.modules():
+        if isinstance(module, nn.Embedding) and module.weight is not model.generator.weight:
+            macs -= module.weight.numel()
+        elif isinstance(module, MemoryBlock) and module.taps.dim() == 1:  # one scalar tap per order, every unit
+            macs += module.taps.numel() * module.size
+        elif isinstance(module, InitialState):
+            macs -= module.proj.weight.numel()
+        elif isinstance(module, Attention):
+            macs += source_length * (module.score_size + module.memory_size)
+    return 2 * macs
+
+
 def fill_defaults(cfg: ModelConfig) -> ModelConfig:
     from nmt.config import config_from_dict
 
@@ -204,8 +226,11 @@ def bench_model(name: str, cfg: ModelConfig, batch: int, length: int, vocab: int
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss, _ = model.loss(src, src_mask, tgt[:, :-1], tgt[:, 1:], tgt_mask)
     del loss
+    tokens_per_s = batch * length / seconds
+    flops = forward_flops_per_token(model, length)
     row = {"model": name, "cell": cfg.cell, "params": model.parameter_count, "hidden": cfg.hidden,
-           "layers": f"{cfg.enc_layers}+{cfg.dec_layers}", "train_tokens_per_s": batch * length / seconds,
+           "layers": f"{cfg.enc_layers}+{cfg.dec_layers}", "train_tokens_per_s": tokens_per_s,
+           "train_flops_per_token": 3 * flops, "gflops": 3 * flops * tokens_per_s / 1e9,
            "activation_bytes_per_token": saved["bytes"] / (batch * length)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -230,18 +255,23 @@ def bench_model(name: str, cfg: ModelConfig, batch: int, length: int, vocab: int
 def model_table(size: int, batch: int, length: int, vocab: int, device: torch.device, repeats: int,
                 beams: list[int], log) -> list[dict]:
     rows = []
+    peak = gemm_peak(batch, length, size, device, repeats)
+    log(f"  GEMM peak at this size: {peak:.1f} GFLOP/s; training FLOPs = 3 x the forward products")
     for name, cfg in study_models(size).items():
         row = bench_model(name, cfg, batch, length, vocab, device, repeats, beams)
+        row.update(peak_gflops=peak, of_peak=row["gflops"] / peak)
         rows.append(row)
         decode = "  ".join(f"beam {b}: {row[f'decode_words_per_s_beam{b}']:>7,.0f} w/s" for b in beams)
-        log(f"  {name:26s} {row['params']:>10,} params  {row['train_tokens_per_s']:>8,.0f} train tok/s  {decode}  "
+        log(f"  {name:26s} {row['params']:>10,} params  {row['train_tokens_per_s']:>8,.0f} train tok/s  "
+            f"{row['train_flops_per_token'] / 1e6:6.2f} MFLOP/tok ({100 * row['of_peak']:3.0f}% of peak)  {decode}  "
             f"{row['activation_bytes_per_token'] / 1024:6.1f} KiB/token")
     by_name = {r["model"]: r for r in rows}
     pairs = [("ablation_srnmt/SR-NMT 4L", "pair/LSTM 2L"), ("cells/fsmn", "cells/gru"), ("cells/atr", "cells/lstm"),
              ("cells/sru", "cells/lstm")]
     for a, b in pairs:
         ratio = by_name[a]["train_tokens_per_s"] / by_name[b]["train_tokens_per_s"]
-        log(f"  ratio {a} / {b}: x{ratio:.2f} training tokens/s "
+        flops = by_name[a]["train_flops_per_token"] / by_name[b]["train_flops_per_token"]
+        log(f"  ratio {a} / {b}: x{ratio:.2f} training tokens/s, x{flops:.2f} FLOPs per token "
             f"({by_name[a]['params']:,} vs {by_name[b]['params']:,} params)")
     return rows
 

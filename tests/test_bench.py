@@ -7,8 +7,12 @@ import json
 import pytest
 from study_helpers import study
 
-from nmt.bench import CELLS, main
+from dataclasses import replace
+
+from nmt.bench import CELLS, fill_defaults, forward_flops_per_token, main
 from nmt.cli import run_main
+from nmt.config import ModelConfig
+from nmt.model import build_model
 
 
 def test_cell_and_model_benchmark_reports_ratios_and_peak(capsys):
@@ -27,8 +31,28 @@ def test_cell_and_model_benchmark_reports_ratios_and_peak(capsys):
     assert {"ablation_srnmt/SR-NMT 4L", "pair/LSTM 2L", "cells/fsmn", "cells/atr"} <= set(models)
     for row in models.values():
         assert row["train_tokens_per_s"] > 0 and row["activation_bytes_per_token"] > 0
+        assert row["gflops"] == pytest.approx(row["train_flops_per_token"] * row["train_tokens_per_s"] / 1e9)
+        assert row["of_peak"] == pytest.approx(row["gflops"] / row["peak_gflops"])
         assert row["decode_words_per_s_beam1"] > 0 and row["decode_words_per_s_beam2"] > 0
     assert models["ablation_srnmt/SR-NMT 4L"]["layers"] == "4+4"
+
+
+def test_model_flops_count_every_product_once():
+    def flops(**changes):
+        cfg = fill_defaults(replace(ModelConfig(hidden=16, emb=16), **changes))
+        return forward_flops_per_token(build_model(cfg, 60, 60), source_length=7)
+
+    gru = flops(cell="gru")
+    # a softmax tied to the target embeddings is still a product; the lookups never are
+    assert flops(cell="gru", tie_embeddings=True) == gru
+    # scalar and vector memories both apply N+1 taps to every unit
+    assert flops(cell="fsmn", memory="scalar") == flops(cell="fsmn", memory="vector")
+    # scores and context of one attention grow with the source length: (A + M) products per position
+    cfg = fill_defaults(ModelConfig(cell="gru", hidden=16, emb=16))
+    model = build_model(cfg, 60, 60)
+    assert forward_flops_per_token(model, 8) - forward_flops_per_token(model, 7) == 2 * (16 + 16)
+    # a second decoder layer adds its recurrent unit's six 16 x 16 matrices (input from the layer below)
+    assert flops(cell="gru", dec_layers=2) - gru == 2 * 6 * 16 * 16
 
 
 def test_benchmark_bad_values_are_one_line(capsys):

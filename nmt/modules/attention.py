@@ -25,6 +25,8 @@ class Attention(nn.Module):
                  size: int | None = None):
         super().__init__()
         self.kind = kind
+        self.memory_size = memory_size
+        self.score_size = (size or query_size) if kind == "mlp" else query_size  # products per scored position
         if kind == "mlp":
             size = size or query_size
             self.query_proj = nn.Linear(query_size, size, bias=False)
