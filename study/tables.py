@@ -2,8 +2,9 @@
 
 Per configuration (table row): test BLEU over the seeds that finished
 (mean, std, n, 95% t-interval), the difference to the reference row, a
-paired-bootstrap p-value against the reference (sacreBLEU, on the seeds'
-test translations concatenated), validation BLEU, chrF, status counts
+paired bootstrap against the reference on the seeds' test translations
+concatenated (sacreBLEU's p-value and the 95% interval of the difference,
+``study.significance``), validation BLEU, chrF, status counts
 (ok / diverged / failed / stopped early), parameters, weight matrices,
 training tokens/s and decoding words/s. Diverged and failed seeds are
 counted in the status column and left out of the BLEU statistics. Exports:
@@ -19,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from nmt.fileio import write_lines
+from study.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap
 
 # two-sided 95% Student t critical values by degrees of freedom (1.96 beyond 30)
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -77,9 +79,10 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
         rows.append(row)
     for row, label in zip(rows, labels):
         row["delta"] = row["bleu_mean"] - reference_mean if reference else math.nan
-        row["p_value"] = math.nan
+        test = nan_bootstrap()
         if reference and label != reference and references_text is not None:
-            row["p_value"] = paired_p_value(by_label[label], reference_records, references_text)
+            test = paired_test(by_label[label], reference_records, references_text)
+        row.update(p_value=test.p_value, delta_ci_low=test.ci_low, delta_ci_high=test.ci_high)
     return StudyTable(title, pd.DataFrame(rows), trials, reference)
 
 
@@ -124,33 +127,24 @@ def status_text(counts: dict, errors: list[str]) -> str:
     return text
 
 
-def paired_p_value(system: list[dict], reference: list[dict], references_text: list[str],
-                   samples: int = 1000) -> float:
-    """Paired bootstrap (sacreBLEU) of this row against the reference row over the seeds both
-    finished, their test translations concatenated."""
-    from sacrebleu.metrics import BLEU
-    from sacrebleu.significance import PairedTest
-
+def paired_test(system: list[dict], reference: list[dict], references_text: list[str],
+                samples: int = 1000) -> PairedBootstrap:
+    """Paired bootstrap of this row against the reference row over the seeds both finished,
+    their test translations concatenated (seed by seed, so sentence i meets sentence i)."""
     ours = {r["seed"]: r["hyp_path"] for r in system if r["status"] == "ok" and r.get("hyp_path")}
     theirs = {r["seed"]: r["hyp_path"] for r in reference if r["status"] == "ok" and r.get("hyp_path")}
     seeds = sorted(set(ours) & set(theirs))
     if not seeds:
-        return math.nan
+        return nan_bootstrap()
     hyps, base, refs = [], [], []
     for seed in seeds:
         a, b = _read_lines(ours[seed]), _read_lines(theirs[seed])
         if len(a) != len(references_text) or len(b) != len(references_text):
-            return math.nan
+            return nan_bootstrap()
         hyps += a
         base += b
         refs += references_text
-    test = PairedTest([("reference", base), ("system", hyps)], {"BLEU": BLEU(references=[refs])}, references=None,
-                      test_type="bs", n_samples=samples)
-    _, scores = test()
-    reference_score, system_score = scores["BLEU"][0].score, scores["BLEU"][1].score
-    if abs(system_score - reference_score) < 1e-9:
-        return 1.0  # sacreBLEU's (c + 1) / (n + 1) would call equal systems significantly different
-    return float(scores["BLEU"][1].p_value)
+    return paired_bootstrap(hyps, base, refs, samples=samples)
 
 
 def _read_lines(path: str) -> list[str]:
@@ -191,6 +185,8 @@ def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             "± std": "-" if no_bleu else _fmt(row["bleu_std"]),
             "Δ": "0" if is_reference else ("-" if no_bleu or not reference else _fmt(row["delta"], signed=True)),
             "95% CI": "-" if row["n"] < 2 else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+            "Δ CI (bootstrap)": "-" if is_reference or math.isnan(row["delta_ci_low"]) else
+            f"[{_fmt(row['delta_ci_low'], signed=True)}, {_fmt(row['delta_ci_high'], signed=True)}]",
             "p": "-" if is_reference else _p(row["p_value"]),
             "n": f"{row['n']}/{row['seeds']}",
             "valid BLEU": _fmt(row["valid_bleu"]),

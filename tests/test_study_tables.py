@@ -7,7 +7,7 @@ import math
 import pytest
 
 from study.plots import pareto_front
-from study.tables import build_table, paired_p_value, status_text, t95
+from study.tables import build_table, paired_test, status_text, t95
 
 
 def record(label, row, seed, status, bleu=None, error="", hyp=None):
@@ -56,10 +56,12 @@ def test_equal_systems_are_not_called_significant(tmp_path):
         paths.append(str(path))
     ours = [record("x", 1, 1, "ok", 10.0, hyp=paths[0])]
     theirs = [record("ref", 0, 1, "ok", 10.0, hyp=paths[1])]
-    assert paired_p_value(ours, theirs, refs, samples=200) == 1.0
+    same = paired_test(ours, theirs, refs, samples=200)
+    assert same.p_value == 1.0 and same.ci_low == same.ci_high == 0.0
     better = tmp_path / "c.hyp"
     better.write_text("\n".join(refs) + "\n")
-    assert paired_p_value([record("x", 1, 1, "ok", 90.0, hyp=str(better))], theirs, refs, samples=200) < 0.05
+    test = paired_test([record("x", 1, 1, "ok", 90.0, hyp=str(better))], theirs, refs, samples=200)
+    assert test.p_value < 0.05 and 0 < test.ci_low <= test.delta <= test.ci_high
 
 
 def test_status_text_and_pareto_front():
