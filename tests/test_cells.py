@@ -26,6 +26,8 @@ CELL_VARIANTS = {
     "atr-coupled": ["model.gates=coupled"],
     "atr-independent-tanh": ["model.gates=independent", "model.candidate=tanh"],
     "atr-history-minus-input": ["model.forget_sign=history_minus_input"],
+    "atr-independent-printed": ["model.gates=independent", "model.forget_sign=history_minus_input"],
+    "atr-coupled-tanh": ["model.gates=coupled", "model.candidate=tanh"],
     "sru": [],
     "sru-peephole": ["model.peephole=true"],
     "srnmt": [],
@@ -74,11 +76,35 @@ def test_fast_path_equals_reference_loop(variant, sizes):
         for a, b in zip(fast_state, ref_state):
             torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)
     weights = torch.randn_like(out)
+    state_weights = [[torch.randn_like(part) for part in state] for state in finals]
+
+    def loss(outputs, states):  # gradients through the outputs and through the final states
+        total = (outputs * weights).sum()
+        for state, ws in zip(states, state_weights):
+            total = total + sum((part * w).sum() for part, w in zip(state, ws))
+        return total
+
     params = [x, *cell.parameters()]
-    grads = torch.autograd.grad((out * weights).sum(), params)
-    ref_grads = torch.autograd.grad((ref * weights).sum(), params)
+    grads = torch.autograd.grad(loss(out, finals), params)
+    ref_grads = torch.autograd.grad(loss(ref, ref_finals), params)
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-8, atol=1e-9)
+
+
+@pytest.mark.parametrize("variant", [v for v in CELL_VARIANTS if not v.startswith("srnmt")])
+def test_fast_path_gradients_reach_the_initial_state(variant):
+    """Decoders without feedback scan from a learned h0: its gradient must match the reference."""
+    cell = build(variant, 4, 4, 2)
+    x, mask = padded_batch(3, 6, 4)
+    h0 = torch.randn(3, 4, dtype=torch.double, requires_grad=True)
+    weights = torch.randn(3, 6, cell.output_size, dtype=torch.double)
+
+    def state0():
+        return [cell.initial_state(3, h0 * (d + 1)) for d in range(2)]
+
+    (grad,) = torch.autograd.grad((cell(x, mask, state0())[0] * weights).sum(), [h0])
+    (ref_grad,) = torch.autograd.grad((cell.reference(x, mask, state0())[0] * weights).sum(), [h0])
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-8, atol=1e-9)
 
 
 @pytest.mark.parametrize("variant", [v for v in CELL_VARIANTS if not v.startswith("srnmt")])

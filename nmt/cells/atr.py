@@ -17,6 +17,9 @@ matrices (Table 1). Variants:
 - ``gates: independent``: separate matrices per gate, i_t = σ(W_i x + U_i h + b_i),
   f_t = σ(W_f x ∓ U_f h + b_f), candidate W_i x (4 matrices, RAN-like).
 - ``candidate: tanh``: h_t = i_t * tanh(q_t) + f_t * h_{t-1}.
+
+Whole sequences (``scan``) run through ``nmt.ops.atr_scan``: the hoisted input GEMM, one
+GEMM per step, and a hand-written backward; ``step`` serves decoding and context gates.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from nmt.cells.base import OwnWeightsCell, scale_chunks
+from nmt.ops.atr_scan import atr_scan
 
 
 class ATRCell(OwnWeightsCell):
@@ -74,6 +78,13 @@ class ATRCell(OwnWeightsCell):
         content = torch.tanh(q_i) if self.candidate == "tanh" else q_i
         h_new = torch.addcmul(i * content, f, h)
         return h_new, (h_new,)
+
+    def scan_direction(self, u, mask, state, direction):
+        if self.trace is not None:  # the analysis records the gates step by step
+            return super().scan_direction(u, mask, state, direction)
+        out, h = atr_scan(u, self.recurrent_weight[direction], self.recurrent_bias[direction], state[0], mask,
+                          direction == 1, self.gates, self.forget_sign, self.candidate)
+        return out, (h,)
 
     def reference_step(self, x_t, state, direction):
         (h,) = state
