@@ -9,7 +9,8 @@
 4 weight matrices in the simplest version (ATR paper, Table 1), where the
 content is x_t itself; a fifth, W_c, appears only when the input size
 differs from the state size (with a bias, like every input transform here).
-A decoder's initial state h_0 also seeds the memory: c_0 = h_0.
+A decoder's initial state h_0 also seeds the memory: c_0 = h_0. Whole sequences
+(``scan``) run through ``nmt.ops.ran_scan`` (one GEMM per step, a hand-written backward).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from torch import Tensor
 
 from nmt.cells.base import OwnWeightsCell, State, scale_chunks
+from nmt.ops.ran_scan import ran_scan
 
 
 class RANCell(OwnWeightsCell):
@@ -51,6 +53,11 @@ class RANCell(OwnWeightsCell):
         c_new = i * u_t[:, 2 * H:] + f * c
         h_new = self._activate(c_new)
         return h_new, (h_new, c_new)
+
+    def scan_direction(self, u, mask, state, direction):
+        out, h, c = ran_scan(u, self.recurrent_weight[direction], self.recurrent_bias[direction], state[0], state[1],
+                             mask, direction == 1, self.output == "tanh")
+        return out, (h, c)
 
     def reference_step(self, x_t, state, direction):
         h, c = state
