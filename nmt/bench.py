@@ -37,7 +37,7 @@ from nmt.errors import UserError
 from nmt.model import build_model
 from nmt.modules.memory_block import MemoryBlock
 
-CELLS = ("nn.LSTM", "lstm", "nn.GRU", "gru", "rnn", "ran", "atr", "sru", "srnmt", "fsmn")
+CELLS = ("nn.LSTM", "lstm", "nn.GRU", "gru", "rnn", "ran", "atr", "sru", "sru-v2", "srnmt", "fsmn")
 
 
 # --- timing -----------------------------------------------------------------------
@@ -104,6 +104,8 @@ def build_layer(name: str, hidden: int) -> nn.Module:
         return TorchModule(nn.GRU(hidden, hidden, batch_first=True))
     if name == "fsmn":
         return FSMNBlock(hidden)
+    if name == "sru-v2":  # the v2 gates read c_{t-1}: the class (b) recurrence
+        return make_cell(ModelConfig(cell="sru", peephole=True), hidden, hidden)
     cfg = ModelConfig(cell=name)
     if name == "srnmt":  # the SR-NMT encoder unit is bidirectional: d/2 per direction, d in total
         return make_cell(replace(cfg, layer_norm=True, highway=True), hidden, hidden)

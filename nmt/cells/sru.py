@@ -14,7 +14,8 @@ input only, so the recurrence is linear (class a) and runs as one scan.
 
     f_t = σ(W_f x_t + v_f * c_{t-1} + b_f),   r_t = σ(W_r x_t + v_r * c_{t-1} + b_r)
 
-which make the recurrence state-dependent but still matmul-free (class b).
+which make the recurrence state-dependent but still matmul-free (class b): the memory then
+runs through ``nmt.ops.sru_v2_scan`` (an elementwise loop, a linear-scan backward).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torch import Tensor, nn
 
 from nmt.cells.base import OwnWeightsCell, State
 from nmt.ops.linear_scan import linear_scan
+from nmt.ops.sru_v2_scan import sru_v2_memory
 
 
 class SRUCell(OwnWeightsCell):
@@ -60,14 +62,20 @@ class SRUCell(OwnWeightsCell):
         return h_new, (h_new, c_new)
 
     def scan_direction(self, u, mask, state, direction):
-        if self.peephole is not None:
-            return super().scan_direction(u, mask, state, direction)
         x_tilde, f, r, x_highway = u.chunk(4, dim=-1)
-        f, r = torch.sigmoid(f), torch.sigmoid(r)
         m = mask.unsqueeze(-1)
-        a = torch.where(m, f, 1.0)  # padding: identity element, carries c through
-        b = torch.where(m, (1 - f) * x_tilde, 0.0)
-        c = linear_scan(a, b, state[1], reverse=direction == 1)
+        reverse = direction == 1
+        if self.peephole is not None:  # class (b): the gates read c_{t-1}
+            v_f, v_r = self.peephole[direction]
+            c = sru_v2_memory(f, x_tilde, v_f, state[1], mask, reverse)
+            c0 = state[1].unsqueeze(1)
+            c_prev = torch.cat([c[:, 1:], c0], dim=1) if reverse else torch.cat([c0, c[:, :-1]], dim=1)
+            r = torch.sigmoid(torch.addcmul(r, v_r, c_prev))
+        else:
+            f, r = torch.sigmoid(f), torch.sigmoid(r)
+            a = torch.where(m, f, 1.0)  # padding: identity element, carries c through
+            b = torch.where(m, (1 - f) * x_tilde, 0.0)
+            c = linear_scan(a, b, state[1], reverse=reverse)
         h = (r * torch.tanh(c) + (1 - r) * x_highway) * m
         return h, _final_state(h, c, mask, direction)
 

@@ -48,6 +48,14 @@ def linear_scan_reference(a: Tensor, b: Tensor, c0: Tensor, reverse: bool = Fals
     return torch.stack(out, dim=1)
 
 
+def linear_scan_adjoint(a: Tensor, grad_c: Tensor, method: str = "sequential") -> Tensor:
+    """The gradient reaching each c_t of c_t = a_t * c_{t-1} + b_t (forward direction), given the
+    gradients g_t of the outputs: dc_t = g_t + a_{t+1} dc_{t+1}, the same recurrence run backwards
+    with a shifted by one. No autograd (for hand-written backward passes)."""
+    a_next = torch.cat([a[:, 1:], torch.zeros_like(a[:, :1])], dim=1)
+    return _scan_forward(a_next.flip(1), grad_c.flip(1), torch.zeros_like(grad_c[:, 0]), method).flip(1)
+
+
 def _scan_forward(a: Tensor, b: Tensor, c0: Tensor, method: str) -> Tensor:
     if method == "sequential":
         c = torch.empty_like(b)
@@ -82,9 +90,7 @@ class _LinearScan(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_c: Tensor):
         a, c0, c = ctx.saved_tensors
-        # dc_t = g_t + a_{t+1} dc_{t+1}: the same recurrence, run backwards with a shifted by one.
-        a_next = torch.cat([a[:, 1:], torch.zeros_like(a[:, :1])], dim=1)
-        dc = _scan_forward(a_next.flip(1), grad_c.flip(1), torch.zeros_like(c0), ctx.method).flip(1)
+        dc = linear_scan_adjoint(a, grad_c, ctx.method)
         c_prev = torch.cat([c0.unsqueeze(1), c[:, :-1]], dim=1)
         grad_a = dc * c_prev
         grad_c0 = a[:, 0] * dc[:, 0]
