@@ -56,7 +56,7 @@ class _SRUv2Memory(torch.autograd.Function):
         c_prev = torch.cat([c0.unsqueeze(1), c_all[:, :-1]], dim=1)
         through_f = (c_prev - x_tilde) * f_all * (1 - f_all) * m  # ∂c_t/∂u_t (0 where padded)
         slope = torch.where(mask.unsqueeze(-1), f_all + through_f * v, 1.0)  # ∂c_t/∂c_{t-1}
-        dc = linear_scan_adjoint(slope, grad_c)
+        dc = linear_scan_adjoint(slope, grad_c, "doubling" if grad_c.is_cuda else "sequential")
         du = dc * through_f
         dx_tilde = dc * (1 - f_all) * m
         dv = (du * c_prev).sum(dim=(0, 1))
