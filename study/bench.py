@@ -4,7 +4,9 @@ The same N small trials (one configuration, N seeds, a fixed number of epochs, n
 budget and no early stopping, so both ways do the same work) run twice:
 
 1. through ``python -m study.run`` with one trial per CPU (Ray, MLflow, tables and all), and
-2. one after another in this process with ``nmt.trainer.run``, torch using every CPU.
+2. one after another in this process with ``nmt.trainer.run``, torch using every CPU
+   (``--sequential-threads 1``: one thread, which leaves the other CPUs idle and so
+   measures the platform's own parallel efficiency: 0.5 would be perfect on 2 CPUs).
 
 It prints both wall times and their ratio (concurrent / sequential; below 1 means the
 study platform is faster than a plain loop). Timings only: nothing is asserted.
@@ -51,11 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=64, help="hidden and embedding size (default 64)")
     parser.add_argument("--size", type=int, default=3000, help="synthetic training pairs (default 3000)")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs to use (default: all)")
+    parser.add_argument("--sequential-threads", type=int,
+                        help="torch threads of the sequential run (default: --cpus, every CPU it may use)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     args = parser.parse_args(argv)
+    threads = args.cpus if args.sequential_threads is None else args.sequential_threads
     for flag, value in (("--trials", args.trials), ("--epochs", args.epochs), ("--hidden", args.hidden),
-                        ("--size", args.size), ("--cpus", args.cpus)):
+                        ("--size", args.size), ("--cpus", args.cpus), ("--sequential-threads", threads)):
         if value < 1:
             raise UserError(f"{flag} {value}: must be >= 1")
 
@@ -83,14 +88,15 @@ def main(argv: list[str] | None = None) -> int:
                             f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
         print(f"study.run, {args.cpus} trials at a time: {concurrent:.1f} s", file=sys.stderr, flush=True)
 
-        sequential = _run_sequentially(configs, work / "sequential", args.cpus)
-        print(f"one process, one trial after another, {args.cpus} threads: {sequential:.1f} s", file=sys.stderr,
+        sequential = _run_sequentially(configs, work / "sequential", threads)
+        print(f"one process, one trial after another, {threads} thread(s): {sequential:.1f} s", file=sys.stderr,
               flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ratio = concurrent / sequential
     report = {"trials": args.trials, "epochs": args.epochs, "cell": args.cell, "hidden": args.hidden,
-              "cpus": args.cpus, "concurrent_seconds": round(concurrent, 1), "sequential_seconds": round(sequential, 1),
+              "cpus": args.cpus, "sequential_threads": threads, "concurrent_seconds": round(concurrent, 1),
+              "sequential_seconds": round(sequential, 1),
               "ratio": round(ratio, 3)}
     if args.json:
         print(json.dumps(report))

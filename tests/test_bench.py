@@ -13,6 +13,7 @@ from nmt.bench import CELLS, fill_defaults, forward_flops_per_token, main
 from nmt.cli import run_main
 from nmt.config import ModelConfig
 from nmt.model import build_model
+from study.bench import main as study_bench_main
 
 
 def test_cell_and_model_benchmark_reports_ratios_and_peak(capsys):
@@ -58,14 +59,17 @@ def test_model_flops_count_every_product_once():
 def test_benchmark_bad_values_are_one_line(capsys):
     assert run_main(main, ["--hidden", "0"]) == 2
     assert "--hidden 0" in capsys.readouterr().err
+    assert run_main(study_bench_main, ["--sequential-threads", "0"]) == 2
+    assert "--sequential-threads 0: must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
 def test_study_level_benchmark_prints_both_wall_times(ray_env):
-    result = study("--trials", "2", "--epochs", "1", "--size", "300", "--hidden", "16", "--json",
-                   env=ray_env, module="study.bench")
+    result = study("--trials", "2", "--epochs", "1", "--size", "300", "--hidden", "16", "--sequential-threads", "1",
+                   "--json", env=ray_env, module="study.bench")
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["trials"] == 2 and report["concurrent_seconds"] > 0 and report["sequential_seconds"] > 0
+    assert report["sequential_threads"] == 1
     assert report["ratio"] == pytest.approx(report["concurrent_seconds"] / report["sequential_seconds"], rel=0.01)
