@@ -33,6 +33,7 @@ from torch import nn
 from nmt.cells import make_cell
 from nmt.cli import run_main
 from nmt.config import ModelConfig
+from nmt.data.subword import EOS
 from nmt.errors import UserError
 from nmt.model import build_model
 from nmt.modules.memory_block import MemoryBlock
@@ -53,6 +54,21 @@ def best_time(fn: Callable[[], None], repeats: int, min_seconds: float = 0.0) ->
         fn()
         times.append(time.perf_counter() - begin)
     return min(times)
+
+
+def interleaved_fastest(calls: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Seconds of the fastest of ``repeats`` calls of each, timed in interleaved rounds after one
+    warm-up each: a slow spell of the machine then touches every candidate alike, instead of
+    whichever happened to run in it (what the ratios between them need)."""
+    for call in calls.values():
+        call()
+    fastest = dict.fromkeys(calls, float("inf"))
+    for _ in range(repeats):
+        for name, call in calls.items():
+            begin = time.perf_counter()
+            call()
+            fastest[name] = min(fastest[name], time.perf_counter() - begin)
+    return fastest
 
 
 def gemm_peak(batch: int, length: int, hidden: int, device: torch.device, repeats: int) -> float:
@@ -117,7 +133,8 @@ def matrix_elements(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.dim() >= 2)
 
 
-def bench_cell(name: str, hidden: int, batch: int, length: int, device: torch.device, repeats: int) -> dict:
+def cell_step(name: str, hidden: int, batch: int, length: int, device: torch.device) -> tuple[Callable[[], None], int]:
+    """(one forward + backward of the layer, its weight-matrix elements)."""
     layer = build_layer(name, hidden).to(device)
     x = torch.randn(batch, length, hidden, device=device, requires_grad=True)  # inside a model: dL/dx is needed
     mask = torch.ones(batch, length, dtype=torch.bool, device=device)
@@ -128,10 +145,20 @@ def bench_cell(name: str, hidden: int, batch: int, length: int, device: torch.de
         out.sum().backward()
         _sync(device)
 
-    seconds = best_time(run, repeats)
-    flops = 3 * 2 * batch * length * matrix_elements(layer)
-    return {"cell": name, "hidden": hidden, "tokens_per_s": batch * length / seconds, "seconds": seconds,
-            "gflops": flops / seconds / 1e9}
+    return run, matrix_elements(layer)
+
+
+def bench_cells(names: list[str], hidden: int, batch: int, length: int, device: torch.device,
+                repeats: int) -> dict[str, dict]:
+    steps = {name: cell_step(name, hidden, batch, length, device) for name in names}
+    fastest = interleaved_fastest({name: run for name, (run, _) in steps.items()}, repeats)
+    results = {}
+    for name, (_, elements) in steps.items():
+        seconds = fastest[name]
+        flops = 3 * 2 * batch * length * elements
+        results[name] = {"cell": name, "hidden": hidden, "tokens_per_s": batch * length / seconds, "seconds": seconds,
+                         "gflops": flops / seconds / 1e9}
+    return results
 
 
 def cell_table(hiddens: list[int], threads: list[int], batch: int, length: int, device: torch.device,
@@ -143,7 +170,7 @@ def cell_table(hiddens: list[int], threads: list[int], batch: int, length: int, 
         for hidden in hiddens:
             peak = gemm_peak(batch, length, hidden, device, repeats)
             log(f"cells: {n} thread(s), H={hidden}: GEMM peak {peak:.1f} GFLOP/s")
-            results = {name: bench_cell(name, hidden, batch, length, device, repeats) for name in cells}
+            results = bench_cells(cells, hidden, batch, length, device, repeats)
             lstm = results.get("nn.LSTM", {}).get("tokens_per_s")
             for name in cells:
                 r = results[name]
@@ -201,10 +228,8 @@ def fill_defaults(cfg: ModelConfig) -> ModelConfig:
     return config_from_dict({"model": tree}).model
 
 
-def bench_model(name: str, cfg: ModelConfig, batch: int, length: int, vocab: int, device: torch.device,
-                repeats: int, beams: list[int]) -> dict:
-    from nmt.search import beam_search
-
+def prepare_model(cfg: ModelConfig, batch: int, length: int, vocab: int, device: torch.device) -> dict:
+    """A model on random data (speed does not depend on the values) and its training step."""
     cfg = fill_defaults(cfg)
     model = build_model(cfg, vocab, vocab).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -212,11 +237,6 @@ def bench_model(name: str, cfg: ModelConfig, batch: int, length: int, vocab: int
     tgt = torch.randint(4, vocab, (batch, length + 1), device=device)
     src_mask = torch.ones_like(src, dtype=torch.bool)
     tgt_mask = torch.ones(batch, length, dtype=torch.bool, device=device)
-    saved = {"bytes": 0}
-
-    def pack(tensor):
-        saved["bytes"] += tensor.numel() * tensor.element_size()
-        return tensor
 
     def train_step():
         optimizer.zero_grad(set_to_none=True)
@@ -226,7 +246,25 @@ def bench_model(name: str, cfg: ModelConfig, batch: int, length: int, vocab: int
         _sync(device)
 
     model.train()
-    seconds = best_time(train_step, repeats)
+    return {"cfg": cfg, "model": model, "train_step": train_step, "src": src, "src_mask": src_mask,
+            "tgt": tgt, "tgt_mask": tgt_mask}
+
+
+def bench_model(name: str, prepared: dict, seconds: float, device: torch.device, repeats: int,
+                beams: list[int]) -> dict:
+    """The row of one model: training speed from ``seconds`` per step, FLOPs, activation memory
+    and decoding speed."""
+    from nmt.search import beam_search
+
+    cfg, model, src, src_mask = prepared["cfg"], prepared["model"], prepared["src"], prepared["src_mask"]
+    tgt, tgt_mask = prepared["tgt"], prepared["tgt_mask"]
+    batch, length = tgt_mask.shape
+    saved = {"bytes": 0}
+
+    def pack(tensor):
+        saved["bytes"] += tensor.numel() * tensor.element_size()
+        return tensor
+
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         loss, _ = model.loss(src, src_mask, tgt[:, :-1], tgt[:, 1:], tgt_mask)
     del loss
@@ -238,21 +276,24 @@ def bench_model(name: str, cfg: ModelConfig, batch: int, length: int, vocab: int
            "activation_bytes_per_token": saved["bytes"] / (batch * length)}
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-        train_step()
+        prepared["train_step"]()
         row["peak_bytes_per_token"] = torch.cuda.max_memory_allocated() / (batch * length)
     model.eval()
     decode_src, decode_mask = src[: min(batch, 32)], src_mask[: min(batch, 32)]
+    eos_bias = model.generator.bias.data[EOS].item()
+    model.generator.bias.data[EOS] = -1e4  # no early stop: every sentence runs to the length limit
     for beam in beams:
         words = {"n": 0}
 
         def decode(beam=beam, words=words):
-            # an untrained model rarely stops early: every sentence runs to the length limit
             words["n"] = sum(len(h) for h in beam_search(model, decode_src, decode_mask, beam=beam,
                                                           max_len_ratio=1.0))
             _sync(device)
 
         t = best_time(decode, max(1, repeats // 2))
         row[f"decode_words_per_s_beam{beam}"] = words["n"] / t
+    model.generator.bias.data[EOS] = eos_bias
+    model.train()
     return row
 
 
@@ -261,8 +302,10 @@ def model_table(size: int, batch: int, length: int, vocab: int, device: torch.de
     rows = []
     peak = gemm_peak(batch, length, size, device, repeats)
     log(f"  GEMM peak at this size: {peak:.1f} GFLOP/s; training FLOPs = 3 x the forward products")
-    for name, cfg in study_models(size).items():
-        row = bench_model(name, cfg, batch, length, vocab, device, repeats, beams)
+    prepared = {name: prepare_model(cfg, batch, length, vocab, device) for name, cfg in study_models(size).items()}
+    seconds = interleaved_fastest({name: p["train_step"] for name, p in prepared.items()}, repeats)
+    for name in prepared:
+        row = bench_model(name, prepared[name], seconds[name], device, repeats, beams)
         row.update(peak_gflops=peak, of_peak=row["gflops"] / peak)
         rows.append(row)
         decode = "  ".join(f"beam {b}: {row[f'decode_words_per_s_beam{b}']:>7,.0f} w/s" for b in beams)
@@ -300,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vocab", type=int, default=800,
                         help="vocabulary of the whole models (default 800, as in the studies)")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="decoding beams (default 1 5)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed repetitions, the best counts (default 3)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="timed rounds (cells: interleaved), the fastest counts (default 5)")
     parser.add_argument("--skip", choices=("cells", "models"), action="append", default=[], help="leave a part out")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                         help="where to measure (default: cuda when present)")
