@@ -44,16 +44,9 @@ CELLS = ("nn.LSTM", "lstm", "nn.GRU", "gru", "rnn", "ran", "atr", "sru", "sru-v2
 # --- timing -----------------------------------------------------------------------
 
 
-def best_time(fn: Callable[[], None], repeats: int, min_seconds: float = 0.0) -> float:
+def best_time(fn: Callable[[], None], repeats: int) -> float:
     """The fastest of ``repeats`` calls after one warm-up (the least disturbed measurement)."""
-    fn()
-    times = []
-    started = time.perf_counter()
-    while len(times) < repeats or time.perf_counter() - started < min_seconds:
-        begin = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - begin)
-    return min(times)
+    return interleaved_fastest({"only": fn}, repeats)["only"]
 
 
 def interleaved_fastest(calls: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
@@ -71,8 +64,9 @@ def interleaved_fastest(calls: dict[str, Callable[[], None]], repeats: int) -> d
     return fastest
 
 
-def gemm_peak(batch: int, length: int, hidden: int, device: torch.device, repeats: int) -> float:
-    """GFLOP/s of the GEMM every recurrent layer is built on: (B*T x H) @ (H x 4H)."""
+def gemm_call(batch: int, length: int, hidden: int, device: torch.device) -> tuple[Callable[[], None], float]:
+    """(the GEMM every recurrent layer is built on, (B*T x H) @ (H x 4H), its FLOPs): timed beside
+    the candidates, its speed is the machine's peak for that size in the same run."""
     a = torch.randn(batch * length, hidden, device=device)
     b = torch.randn(hidden, 4 * hidden, device=device)
 
@@ -80,7 +74,7 @@ def gemm_peak(batch: int, length: int, hidden: int, device: torch.device, repeat
         torch.mm(a, b)
         _sync(device)
 
-    return 2 * a.size(0) * hidden * 4 * hidden / best_time(run, repeats, min_seconds=0.3) / 1e9
+    return run, 2 * a.size(0) * hidden * 4 * hidden
 
 
 def _sync(device: torch.device) -> None:
@@ -149,16 +143,18 @@ def cell_step(name: str, hidden: int, batch: int, length: int, device: torch.dev
 
 
 def bench_cells(names: list[str], hidden: int, batch: int, length: int, device: torch.device,
-                repeats: int) -> dict[str, dict]:
+                repeats: int) -> tuple[dict[str, dict], float]:
+    """({cell: its row}, the GEMM peak in GFLOP/s), all timed in the same interleaved rounds."""
     steps = {name: cell_step(name, hidden, batch, length, device) for name in names}
-    fastest = interleaved_fastest({name: run for name, (run, _) in steps.items()}, repeats)
+    gemm, gemm_flops = gemm_call(batch, length, hidden, device)
+    fastest = interleaved_fastest({"GEMM": gemm, **{name: run for name, (run, _) in steps.items()}}, repeats)
     results = {}
     for name, (_, elements) in steps.items():
         seconds = fastest[name]
         flops = 3 * 2 * batch * length * elements
         results[name] = {"cell": name, "hidden": hidden, "tokens_per_s": batch * length / seconds, "seconds": seconds,
                          "gflops": flops / seconds / 1e9}
-    return results
+    return results, gemm_flops / fastest["GEMM"] / 1e9
 
 
 def cell_table(hiddens: list[int], threads: list[int], batch: int, length: int, device: torch.device,
@@ -168,9 +164,8 @@ def cell_table(hiddens: list[int], threads: list[int], batch: int, length: int, 
         if device.type == "cpu":
             torch.set_num_threads(n)
         for hidden in hiddens:
-            peak = gemm_peak(batch, length, hidden, device, repeats)
+            results, peak = bench_cells(cells, hidden, batch, length, device, repeats)
             log(f"cells: {n} thread(s), H={hidden}: GEMM peak {peak:.1f} GFLOP/s")
-            results = bench_cells(cells, hidden, batch, length, device, repeats)
             lstm = results.get("nn.LSTM", {}).get("tokens_per_s")
             for name in cells:
                 r = results[name]
@@ -300,10 +295,11 @@ def bench_model(name: str, prepared: dict, seconds: float, device: torch.device,
 def model_table(size: int, batch: int, length: int, vocab: int, device: torch.device, repeats: int,
                 beams: list[int], log) -> list[dict]:
     rows = []
-    peak = gemm_peak(batch, length, size, device, repeats)
-    log(f"  GEMM peak at this size: {peak:.1f} GFLOP/s; training FLOPs = 3 x the forward products")
     prepared = {name: prepare_model(cfg, batch, length, vocab, device) for name, cfg in study_models(size).items()}
-    seconds = interleaved_fastest({name: p["train_step"] for name, p in prepared.items()}, repeats)
+    gemm, gemm_flops = gemm_call(batch, length, size, device)
+    seconds = interleaved_fastest({"GEMM": gemm, **{name: p["train_step"] for name, p in prepared.items()}}, repeats)
+    peak = gemm_flops / seconds["GEMM"] / 1e9
+    log(f"  GEMM peak at this size: {peak:.1f} GFLOP/s; training FLOPs = 3 x the forward products")
     for name in prepared:
         row = bench_model(name, prepared[name], seconds[name], device, repeats, beams)
         row.update(peak_gflops=peak, of_peak=row["gflops"] / peak)
