@@ -89,11 +89,12 @@ class RecurrentCell(nn.Module):
         return self.scan(self.project(x, skip), mask, state0)
 
     def scan(self, u: Tensor, mask: Tensor, state0: list[State] | None = None) -> tuple[Tensor, list[State]]:
-        width = u.size(-1) // self.directions
+        # split, not slices: each slice's backward would zero-fill a gradient the size of u
+        parts = u.split(u.size(-1) // self.directions, dim=-1)
         outputs, finals = [], []
         for d in range(self.directions):
             init = state0[d] if state0 is not None else self.initial_state(u.size(0), like=u)
-            out, final = self.scan_direction(u[..., d * width:(d + 1) * width], mask, init, d)
+            out, final = self.scan_direction(parts[d], mask, init, d)
             outputs.append(out)
             finals.append(final)
         return (outputs[0] if self.directions == 1 else torch.cat(outputs, dim=-1)), finals
@@ -176,11 +177,10 @@ class OwnWeightsCell(RecurrentCell):
         u = torch.nn.functional.linear(x, self.input_weight, self.input_bias)
         if self.input_chunks == self.chunks:
             return u
-        width = self.input_chunks * self.hidden_size
         identity = x if skip is None else skip
         parts = []
-        for d in range(self.directions):
-            parts += [u[..., d * width:(d + 1) * width], identity]
+        for own in u.split(self.input_chunks * self.hidden_size, dim=-1):
+            parts += [own, identity]
         return torch.cat(parts, dim=-1)
 
     def input_slice(self, direction: int) -> tuple[Tensor, Tensor]:

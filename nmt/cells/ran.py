@@ -48,9 +48,10 @@ class RANCell(OwnWeightsCell):
     def step(self, u_t, state, history_gate=None, direction=0):
         h, c = state
         H = self.hidden_size
-        gates = u_t[:, : 2 * H] + scale_chunks(self.recurrent_term(h, direction), history_gate, H)
+        gate_terms, content = u_t.split([2 * H, H], dim=1)
+        gates = gate_terms + scale_chunks(self.recurrent_term(h, direction), history_gate, H)
         i, f = torch.sigmoid(gates).chunk(2, dim=1)
-        c_new = i * u_t[:, 2 * H:] + f * c
+        c_new = i * content + f * c
         h_new = self._activate(c_new)
         return h_new, (h_new, c_new)
 

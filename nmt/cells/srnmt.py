@@ -55,11 +55,11 @@ class SRNMTEncoderUnit(RecurrentCell):
         return torch.cat([u, x_highway], dim=-1)
 
     def _split(self, u: Tensor):
+        # one split, not six slices: a slice's backward zero-fills a gradient of u's full size
         half, d = self.d // 2, self.d
-        x_fwd, x_bwd, g_fwd, g_bwd = (u[..., i * half:(i + 1) * half] for i in range(4))
         if not self.use_highway:
-            return x_fwd, x_bwd, g_fwd, g_bwd, None, None
-        return x_fwd, x_bwd, g_fwd, g_bwd, u[..., 2 * d:3 * d], u[..., 3 * d:]
+            return (*u.split(half, dim=-1), None, None)
+        return u.split([half, half, half, half, d, d], dim=-1)
 
     def scan(self, u, mask, state0=None):
         x_fwd, x_bwd, g_fwd, g_bwd, z, x_highway = self._split(u)
