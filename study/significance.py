@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,29 +31,45 @@ class PairedBootstrap:
 
 def paired_bootstrap(system: list[str], baseline: list[str], references: list[str], samples: int = 1000,
                      seed: int = SEED) -> PairedBootstrap:
-    from sacrebleu.metrics import BLEU
-
     if not len(system) == len(baseline) == len(references):
         raise ValueError("system, baseline and references must have one line per test sentence each")
+    return paired_bootstrap_stats(sentence_stats(system, references), sentence_stats(baseline, references),
+                                  samples, seed)
+
+
+def sentence_stats(hypotheses: list[str], references: list[str]) -> np.ndarray:
+    """sacreBLEU's sufficient statistics of every sentence (N, 10): the expensive part (n-gram
+    counting), so tables compute them once per translation file."""
+    from sacrebleu.metrics import BLEU
+
+    return np.array(BLEU()._extract_corpus_statistics(hypotheses, [references]), dtype="float32")
+
+
+def paired_bootstrap_stats(system: np.ndarray, baseline: np.ndarray, samples: int = 1000,
+                           seed: int = SEED) -> PairedBootstrap:
+    """The test on per-sentence statistics of two systems over the same sentences."""
+    from sacrebleu.metrics import BLEU
+
     metric = BLEU()
-    refs = [references]
-    system_stats = np.array(metric._extract_corpus_statistics(system, refs), dtype="float32")
-    baseline_stats = np.array(metric._extract_corpus_statistics(baseline, refs), dtype="float32")
-    system_score = metric._compute_score_from_stats(system_stats.sum(0)).score
-    baseline_score = metric._compute_score_from_stats(baseline_stats.sum(0)).score
-    delta = system_score - baseline_score
+    delta = metric._compute_score_from_stats(system.sum(0)).score - metric._compute_score_from_stats(baseline.sum(0)).score
     if abs(delta) < 1e-9:
         # sacreBLEU's (c + 1) / (n + 1) would call two equal systems significantly different
         return PairedBootstrap(0.0, 1.0, 0.0, 0.0)
-
-    indices = np.random.default_rng(seed).choice(len(system), size=(samples, len(system)), replace=True)
-    resampled = np.array([[metric._compute_score_from_stats(stats[rows].sum(0)).score
-                           for stats in (system_stats, baseline_stats)] for rows in indices])
-    differences = resampled[:, 0] - resampled[:, 1]
+    counts = _resample_counts(len(system), samples, seed)  # how often each sentence is drawn, per resample
+    resampled = np.array([[metric._compute_score_from_stats(row).score for row in counts @ stats]
+                          for stats in (system, baseline)])
+    differences = resampled[0] - resampled[1]
     spread = np.abs(differences)
     exceed = int(np.sum(spread - spread.mean() > abs(delta)))
     low, high = np.percentile(differences, [2.5, 97.5])
     return PairedBootstrap(delta, (exceed + 1) / (samples + 1), float(low), float(high))
+
+
+@lru_cache(maxsize=8)
+def _resample_counts(sentences: int, samples: int, seed: int) -> np.ndarray:
+    """(samples, sentences) draw counts of sacreBLEU's resamples: the same indices it draws for a seed."""
+    indices = np.random.default_rng(seed).choice(sentences, size=(samples, sentences), replace=True)
+    return np.stack([np.bincount(row, minlength=sentences) for row in indices]).astype("float32")
 
 
 def nan_bootstrap() -> PairedBootstrap:

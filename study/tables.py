@@ -17,10 +17,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from nmt.fileio import write_lines
-from study.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap
+from study.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, sentence_stats
 
 # two-sided 95% Student t critical values by degrees of freedom (1.96 beyond 30)
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -77,11 +78,12 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
         if label == reference:
             reference_mean = row["bleu_mean"]
         rows.append(row)
+    stats_cache: dict[str, np.ndarray] = {}
     for row, label in zip(rows, labels):
         row["delta"] = row["bleu_mean"] - reference_mean if reference else math.nan
         test = nan_bootstrap()
         if reference and label != reference and references_text is not None:
-            test = paired_test(by_label[label], reference_records, references_text)
+            test = paired_test(by_label[label], reference_records, references_text, stats_cache=stats_cache)
         row.update(p_value=test.p_value, delta_ci_low=test.ci_low, delta_ci_high=test.ci_high)
     return StudyTable(title, pd.DataFrame(rows), trials, reference)
 
@@ -127,24 +129,29 @@ def status_text(counts: dict, errors: list[str]) -> str:
     return text
 
 
-def paired_test(system: list[dict], reference: list[dict], references_text: list[str],
-                samples: int = 1000) -> PairedBootstrap:
+def paired_test(system: list[dict], reference: list[dict], references_text: list[str], samples: int = 1000,
+                stats_cache: dict[str, np.ndarray] | None = None) -> PairedBootstrap:
     """Paired bootstrap of this row against the reference row over the seeds both finished,
-    their test translations concatenated (seed by seed, so sentence i meets sentence i)."""
+    their test translations concatenated (seed by seed, so sentence i meets sentence i).
+    ``stats_cache`` keeps each translation file's sentence statistics between rows."""
+    cache = {} if stats_cache is None else stats_cache
     ours = {r["seed"]: r["hyp_path"] for r in system if r["status"] == "ok" and r.get("hyp_path")}
     theirs = {r["seed"]: r["hyp_path"] for r in reference if r["status"] == "ok" and r.get("hyp_path")}
     seeds = sorted(set(ours) & set(theirs))
     if not seeds:
         return nan_bootstrap()
-    hyps, base, refs = [], [], []
-    for seed in seeds:
-        a, b = _read_lines(ours[seed]), _read_lines(theirs[seed])
-        if len(a) != len(references_text) or len(b) != len(references_text):
-            return nan_bootstrap()
-        hyps += a
-        base += b
-        refs += references_text
-    return paired_bootstrap(hyps, base, refs, samples=samples)
+
+    def stats(path: str) -> np.ndarray | None:
+        if path not in cache:
+            lines = _read_lines(path)
+            cache[path] = sentence_stats(lines, references_text) if len(lines) == len(references_text) else None
+        return cache[path]
+
+    parts = [(stats(ours[seed]), stats(theirs[seed])) for seed in seeds]
+    if any(a is None or b is None for a, b in parts):
+        return nan_bootstrap()
+    return paired_bootstrap_stats(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]),
+                                  samples=samples)
 
 
 def _read_lines(path: str) -> list[str]:
