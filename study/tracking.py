@@ -6,7 +6,9 @@
   config hash, label, seed, status) and artifacts (config, test translations).
 - Deterministic keys: a resumed study finds its parent run (its id is stored
   in the study's state file) and each trial's child run (by trial_key), so
-  nothing is logged twice.
+  nothing is logged twice. An epoch that a trial trains again (restarted
+  from a checkpoint older than its last logged epoch, e.g. after a kill) keeps
+  the values logged first: MLflow cannot replace a step, only add to it.
 - Crash safety: runs of this study left RUNNING by a driver that died are
   closed as KILLED when the study starts again; ``reconcile`` makes the
   MLflow runs match the trials' stored results at the end of every run.
@@ -55,13 +57,16 @@ class StudyTracker:
         self.consecutive_failures = 0
         self.first_failure = ""
         self._children: dict[str, str] = {}  # trial_key -> run id
+        self._created: set[str] = set()  # child runs this driver created: nothing logged before it
+        self._last_steps: dict[str, dict[str, int]] = {}  # run id -> metric -> last step in the store
         self._client = None
 
     # The tracker travels inside Ray's pickled run config (callbacks are restored
     # with a resumed study): only plain state is pickled, the client reconnects.
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.update(_client=None, failures=0, consecutive_failures=0, first_failure="")
+        state.update(_client=None, failures=0, consecutive_failures=0, first_failure="", _created=set(),
+                     _last_steps={})  # a resumed driver cannot know what was logged after this pickle
         return state
 
     @property
@@ -153,6 +158,7 @@ class StudyTracker:
                     "mlflow.parentRunId": self.parent_id, "study": self.study, "trial_key": key,
                     "config_hash": key, "label": label, "seed": str(seed), "status": "running"})
                 run_id = run.info.run_id
+                self._created.add(run_id)
                 self.client.log_batch(run_id, params=_params(flatten(config)))
         except Exception as err:
             self._failed(err)
@@ -167,8 +173,23 @@ class StudyTracker:
 
         now = int(time.time() * 1000)
         batch = [Metric(k, float(v), now, step) for k, v in metrics.items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        self._safe(self.client.log_batch, run_id, metrics=batch)
+                 if isinstance(v, (int, float)) and not isinstance(v, bool)
+                 and step > self._last_step(run_id, k)]
+        if batch and self._safe(self.client.log_batch, run_id, metrics=batch):
+            for metric in batch:
+                self._last_steps[run_id][metric.key] = step
+
+    def _last_step(self, run_id: str, key: str) -> int:
+        """The last step of ``key`` in the store (-1 if none), read once per run and driver."""
+        known = self._last_steps.setdefault(run_id, {})
+        if key not in known:
+            known[key] = -1
+            if run_id not in self._created and not self.offline:
+                try:
+                    known[key] = max((m.step for m in self.client.get_metric_history(run_id, key)), default=-1)
+                except Exception as err:
+                    self._failed(err)
+        return known[key]
 
     def finish_trial(self, run_id: str | None, record: dict, artifacts: list[Path]) -> None:
         if run_id is None:
@@ -223,24 +244,25 @@ class StudyTracker:
     def _set_tag(self, run_id: str, key: str, value: str) -> None:
         self._safe(self.client.set_tag, run_id, key, value)
 
-    def _safe(self, fn, *args, **kwargs) -> None:
+    def _safe(self, fn, *args, **kwargs) -> bool:
         """Call MLflow; a failure is counted and reported once, never raised. A store that fails
         OFFLINE_AFTER times in a row is given up for the rest of the run (each call would wait
-        for its timeout), and the calls skipped from then on are counted as lost too."""
+        for its timeout), and the calls skipped from then on are counted as lost too.
+        True if the call went through."""
         if self.offline:
             self.failures += 1
-            return
+            return False
         for attempt in range(LOCKED_RETRIES + 1):
             try:
                 fn(*args, **kwargs)
                 self.consecutive_failures = 0
-                return
+                return True
             except Exception as err:
                 if "database is locked" in str(err) and attempt < LOCKED_RETRIES:
                     time.sleep(0.2 * (attempt + 1))  # another study writes to the same SQLite store
                     continue
                 self._failed(err)
-                return
+                return False
 
     def _failed(self, err: Exception) -> None:
         self.failures += 1

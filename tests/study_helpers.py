@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -97,3 +98,9 @@ variants:
 seeds: {seeds}
 budget: {{epochs: {epochs}}}
 """
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
