@@ -106,8 +106,13 @@ class TrainConfig:
 
     lr: float = 1e-3
     batch_tokens: int = 4096  # target tokens per batch (padding included)
-    max_epochs: int = 10
-    max_minutes: float | None = None  # wall-time budget for training (checked every batch)
+    # Budgets: training ends at the first one used up. Counted, never timed, so a seed gives the
+    # same model on any machine.
+    max_epochs: int = 10  # passes over the training data
+    max_steps: int | None = None  # optimizer updates
+    max_tokens: int | None = None  # training target tokens seen
+    # A safety cap on wall time, not a budget: a run it stops ends with status "truncated".
+    max_minutes: float | None = None
     clip: float = 5.0  # gradient norm clipping; 0 = off
     lr_decay: Literal["none", "halve", "plateau"] = "plateau"
     decay_factor: float = 0.5
@@ -460,8 +465,11 @@ def validate(cfg: Config, source: str) -> None:
         fail("train.batch_tokens", t.batch_tokens, "must be >= 1")
     if t.max_epochs < 1:
         fail("train.max_epochs", t.max_epochs, "must be >= 1")
+    for key in ("max_steps", "max_tokens"):
+        if getattr(t, key) is not None and getattr(t, key) < 1:
+            fail(f"train.{key}", getattr(t, key), "must be >= 1 (or leave it out: no such budget)")
     if t.max_minutes is not None and t.max_minutes <= 0:
-        fail("train.max_minutes", t.max_minutes, "must be > 0 (or leave it out for no time budget)")
+        fail("train.max_minutes", t.max_minutes, "must be > 0 (or leave it out: no wall-time cap)")
     if t.clip < 0:
         fail("train.clip", t.clip, "must be >= 0 (0 turns clipping off)")
     if not 0.0 <= t.min_lr <= t.lr:
@@ -521,7 +529,6 @@ def smoke(cfg: Config) -> Config:
         m.order = min(m.order, 4)
     t.max_epochs = min(t.max_epochs, 2)
     t.batch_tokens = min(t.batch_tokens, 1200)
-    t.max_minutes = min(t.max_minutes or 0.75, 0.75)
     dec.beam = min(dec.beam, 3)
     return cfg
 

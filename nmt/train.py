@@ -74,7 +74,7 @@ def check_out_dir(out: Path, resume: bool, force: bool) -> None:
 
 
 # Keys that may change when a run is resumed: budgets, hardware and decoding.
-RESUMABLE_CHANGES = ("train.max_epochs", "train.max_minutes", "train.patience", "train.threads", "train.device",
+RESUMABLE_CHANGES = ("train.max_epochs", "train.max_steps", "train.max_tokens", "train.max_minutes", "train.patience", "train.threads", "train.device",
                      "decode.")
 
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     resume_from = args.out / "checkpoint" if args.resume else None
     metrics = run(cfg, args.out, resume_from=resume_from)
     print(f"wrote {args.out / 'metrics.json'}, {args.out / 'test.hyp'}, checkpoint {args.out / 'checkpoint'}")
-    return 0 if metrics["status"] in ("ok", "diverged") else 1
+    return 0 if metrics["status"] in ("ok", "diverged", "truncated") else 1
 
 
 if __name__ == "__main__":

@@ -20,9 +20,22 @@ Schedules (``train.lr_decay``):
   model and optimiser restart from the best epoch with lr *= decay_factor
   (the SR-NMT paper's second training stage).
 - ``none``.
-Early stopping after ``patience`` epochs without improvement; budgets
-``max_epochs`` and ``max_minutes`` (training and validation wall time,
-checked after every batch).
+Early stopping after ``patience`` epochs without improvement.
+
+Budgets are counted, never timed, so the same seed gives the same model on an
+idle or a busy machine: ``max_epochs`` (passes over the training data),
+``max_steps`` (optimizer updates) and ``max_tokens`` (training target tokens
+seen); training ends at whichever comes first. A step or token budget that
+ends mid-epoch is followed by a validation of that point, so every run ends
+on an evaluated model. ``max_minutes`` is only a safety cap on wall time
+(training and validation, checked after every batch): a run it stops ends
+with status ``truncated``, because what it learned then depends on how fast
+the machine happened to be.
+
+A checkpoint holds everything that decides what comes next - weights,
+optimizer state, the torch and Python RNG states, the progress counters and
+the position inside an epoch (batch order is a function of seed and epoch) -
+so a resumed run ends bit-identical to an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -47,6 +60,7 @@ from nmt.model import Seq2Seq, build_model
 from nmt.translator import translate
 
 ReportFn = Callable[[dict, Path], None]
+BUDGET_REASONS = ("max epochs", "max steps", "max tokens")
 Log = Callable[[str], None]
 
 
@@ -55,6 +69,12 @@ class Progress:
     """Everything about the run that is not a tensor; saved in every checkpoint."""
 
     epoch: int = 0  # completed epochs
+    # A step/token budget or the wall-time cap can end training inside an epoch: how many of that
+    # epoch's batches were trained (and of how many), and the epoch's loss sums so far.
+    batches_into_epoch: int = 0
+    epoch_batches: int = 0
+    epoch_nll: float = 0.0
+    epoch_tokens: int = 0
     steps: int = 0
     lr: float = 0.0
     best_score: float | None = None  # valid BLEU, or -ppl with valid_metric: ppl
@@ -141,8 +161,10 @@ class Trainer:
             self._fresh_state()
             return False
         self.progress = progress
-        if self.progress.stop_reason in ("max epochs", "time budget") and self.progress.status == "ok":
-            self.progress.stop_reason = ""  # a resumed run may have been given a larger budget
+        if progress.status == "truncated":  # the wall-time cap is checked again from here
+            progress.status, progress.stop_reason = "ok", ""
+        if progress.stop_reason in BUDGET_REASONS and progress.status == "ok":
+            progress.stop_reason = ""  # a resumed run may have been given a larger budget
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(_as_tuple(state["rng"]["python"]))
         if "cuda" in state["rng"] and self.device.type == "cuda":
@@ -161,15 +183,37 @@ class Trainer:
 
     # --- loop --------------------------------------------------------------------
 
-    def train_epoch(self, epoch: int, deadline: float) -> tuple[float, int, bool]:
-        """One pass over the training data, stopping early at ``deadline`` (a
-        ``time.perf_counter`` value). Returns (mean loss, target tokens, out of time)."""
-        cfg = self.cfg.train
+    def epochs_trained(self) -> float:
+        """Completed epochs plus the trained share of an epoch a budget or the cap cut short."""
+        p = self.progress
+        return p.epoch + (p.batches_into_epoch / p.epoch_batches if p.epoch_batches else 0.0)
+
+    def budget_reached(self) -> str:
+        """The counted budget that is used up ("" while training may go on)."""
+        cfg, p = self.cfg.train, self.progress
+        if p.epoch >= cfg.max_epochs:
+            return "max epochs"
+        if cfg.max_steps is not None and p.steps >= cfg.max_steps:
+            return "max steps"
+        if cfg.max_tokens is not None and p.train_tokens >= cfg.max_tokens:
+            return "max tokens"
+        return ""
+
+    def train_epoch(self, epoch: int, deadline: float) -> tuple[float, bool]:
+        """Train epoch ``epoch`` from where it stands (``progress.batches_into_epoch``) until its
+        end, a step or token budget, or ``deadline`` (a ``time.perf_counter`` value). Returns
+        (mean loss over the epoch's batches so far, whether the deadline stopped it)."""
+        cfg, p = self.cfg.train, self.progress
         self.model.train()
         batches = make_batches(self.data.train, cfg.batch_tokens, shuffle=True, seed=cfg.seed, epoch=epoch)
-        total_nll, total_tokens = 0.0, 0
-        epoch_start = last_print = time.perf_counter()
-        for index, batch in enumerate(batches, 1):
+        done_before = p.batches_into_epoch
+        if not done_before:
+            p.epoch_nll, p.epoch_tokens = 0.0, 0
+        p.epoch_batches = len(batches)
+        segment_tokens = 0
+        segment_start = last_print = time.perf_counter()
+        out_of_time = False
+        for index, batch in enumerate(batches[done_before:], done_before + 1):
             batch = batch.to(self.device)
             loss, nll = self.model.loss(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_out, batch.tgt_mask,
                                         cfg.label_smoothing)
@@ -180,23 +224,31 @@ class Trainer:
             loss_value, norm_value = float(loss.detach()), float(norm)
             if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
                 what = "loss" if not math.isfinite(loss_value) else "gradient norm"
-                self.progress.status, self.progress.stop_reason = "diverged", f"non-finite {what} at epoch {epoch} batch {index}"
+                p.status, p.stop_reason = "diverged", f"non-finite {what} at epoch {epoch} batch {index}"
                 break
             self.optimizer.step()
-            self.progress.steps += 1
-            total_nll += float(nll)
-            total_tokens += tokens
+            p.steps += 1
+            p.train_tokens += tokens
+            p.epoch_nll += float(nll)
+            p.epoch_tokens += tokens
+            p.batches_into_epoch = index
+            segment_tokens += tokens
             now = time.perf_counter()
             if now - last_print > 30:
-                rate = total_tokens / (now - epoch_start)
-                self.log(f"  epoch {epoch}: {index}/{len(batches)} batches, loss {total_nll / total_tokens:.3f}, "
+                rate = segment_tokens / (now - segment_start)
+                self.log(f"  epoch {epoch}: {index}/{len(batches)} batches, loss {p.epoch_nll / p.epoch_tokens:.3f}, "
                          f"{rate:,.0f} tok/s")
                 last_print = now
-            if now > deadline:
-                self.progress.train_seconds += now - epoch_start
-                return total_nll / max(total_tokens, 1), total_tokens, True
-        self.progress.train_seconds += time.perf_counter() - epoch_start
-        return total_nll / max(total_tokens, 1), total_tokens, False
+            if index < len(batches):
+                if self.budget_reached():
+                    break
+                if now > deadline:
+                    out_of_time = True
+                    break
+        p.train_seconds += time.perf_counter() - segment_start
+        if p.batches_into_epoch == len(batches):  # the epoch is complete
+            p.batches_into_epoch = 0
+        return p.epoch_nll / max(p.epoch_tokens, 1), out_of_time
 
     @torch.no_grad()
     def validate(self) -> tuple[float, float]:
@@ -233,14 +285,17 @@ class Trainer:
         started = time.perf_counter()
         elapsed_before = p.elapsed_seconds
         deadline = started + cfg.max_minutes * 60 - elapsed_before if cfg.max_minutes else math.inf
-        while p.epoch < cfg.max_epochs and not p.stop_reason:
+        while not p.stop_reason:
+            reached = self.budget_reached()
+            if reached:
+                p.stop_reason = reached
+                break
             if time.perf_counter() >= deadline:
-                p.stop_reason = "time budget"
+                self._truncate()
                 break
             epoch = p.epoch + 1
-            loss, tokens, out_of_time = self.train_epoch(epoch, deadline)
+            loss, out_of_time = self.train_epoch(epoch, deadline)
             p.elapsed_seconds = elapsed_before + time.perf_counter() - started
-            p.train_tokens += tokens
             if p.status == "diverged":
                 self.log(f"epoch {epoch}: diverged ({p.stop_reason})")
                 if self.report is not None:
@@ -248,8 +303,10 @@ class Trainer:
                                  "best_valid_bleu": p.best_valid_bleu, "lr": p.lr,
                                  "elapsed_s": p.elapsed_seconds}, self.checkpoint_dir)
                 break
+            complete = p.batches_into_epoch == 0
+            if complete:
+                p.epoch = epoch
             valid_ppl, valid_bleu = self.validate()
-            p.epoch = epoch
             score = valid_bleu if cfg.valid_metric == "bleu" else -valid_ppl
             selected = p.best_score is None or score > p.best_score
             if selected:
@@ -268,26 +325,37 @@ class Trainer:
                 p.epochs_without_improvement += 1
             p.elapsed_seconds = elapsed_before + time.perf_counter() - started
             rate = p.train_tokens / p.train_seconds if p.train_seconds else 0.0
+            trained = self.epochs_trained()
             metrics = {"epoch": epoch, "status": "ok", "train_loss": loss, "train_ppl": math.exp(min(loss, 50.0)),
                        "valid_ppl": valid_ppl, "valid_bleu": valid_bleu, "best_valid_bleu": p.best_valid_bleu,
-                       "lr": p.lr, "train_tokens_per_s": rate, "elapsed_s": p.elapsed_seconds}
+                       "best_epoch": p.best_epoch, "epochs_trained": trained, "steps": p.steps,
+                       "train_tokens": p.train_tokens, "lr": p.lr, "train_tokens_per_s": rate,
+                       "elapsed_s": p.elapsed_seconds}
             p.history.append(metrics)
-            self.log(f"epoch {epoch}/{cfg.max_epochs}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
+            shown = f"{epoch}/{cfg.max_epochs}" if complete else f"{trained:.2f}/{cfg.max_epochs}"
+            self.log(f"epoch {shown}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
                      f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if selected else ''}  "
                      f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {_clock(p.elapsed_seconds)}")
             if cfg.patience and p.epochs_without_improvement >= cfg.patience:
                 p.stop_reason = "early stopping"
             else:
-                # also after the last epoch: a resumed run with a larger budget continues the schedule
-                self._update_schedule(improved)
+                if complete:  # also after the last epoch: a resumed run with a larger budget continues the schedule
+                    self._update_schedule(improved)
                 if out_of_time:
-                    p.stop_reason = "time budget"
-                elif epoch >= cfg.max_epochs:
-                    p.stop_reason = "max epochs"
+                    self._truncate()
+                else:
+                    p.stop_reason = self.budget_reached()
+            metrics["status"] = p.status
             self.save_checkpoint()
             if self.report is not None:
                 self.report(dict(metrics), self.checkpoint_dir)
         return p
+
+    def _truncate(self) -> None:
+        p = self.progress
+        p.status, p.stop_reason = "truncated", f"wall-time cap (train.max_minutes = {self.cfg.train.max_minutes:g})"
+        self.log(f"stopped by the wall-time cap after {self.epochs_trained():.2f} epochs: status truncated "
+                 "(how far it trained depends on the machine's speed, not only on the config)")
 
     def evaluate_test(self) -> dict:
         """Translate the test set with the best model; sacreBLEU and chrF against the raw references."""
@@ -317,9 +385,10 @@ class Trainer:
             "weight_matrices": self.model.weight_matrices,
             "train_tokens_per_s": p.train_tokens / p.train_seconds if p.train_seconds else 0.0,
             "decode_words_per_s": 0.0,
-            "epochs": p.epoch,
+            "epochs": round(self.epochs_trained(), 4),
             "best_epoch": p.best_epoch,
             "steps": p.steps,
+            "train_tokens": p.train_tokens,
             "resumes": p.resumes,
             "train_seconds": p.train_seconds,
             "elapsed_seconds": p.elapsed_seconds,

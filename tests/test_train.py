@@ -165,15 +165,6 @@ def test_huge_learning_rate_ends_as_diverged_not_exception(tmp_path, tiny_config
     assert json.loads((tmp_path / "metrics.json").read_text())["status"] == "diverged"
 
 
-def test_time_budget_stops_mid_epoch(tmp_path, tiny_config, tiny_data):
-    cfg = tiny_config("model.cell=gru", "train.max_minutes=0.0001", "train.max_epochs=5")
-    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
-    progress = trainer.fit()
-    assert progress.stop_reason == "time budget" and progress.epoch == 1
-    assert progress.steps < len(__import__("nmt.data.batching", fromlist=["x"]).make_batches(
-        tiny_data.train, cfg.train.batch_tokens, True))
-
-
 BAD_CONFIGS = [
     ("model: {cell: lstmm}", "model.cell = 'lstmm' is not a known cell", "did you mean 'lstm'"),
     ("model: {cell: gru, hiden: 8}", "unknown key 'model.hiden'", "did you mean 'model.hidden'"),
