@@ -47,8 +47,8 @@ class MlflowCallback(tune.Callback):
         self.tracker.log_epoch(self._run_id(trial), metrics, step)
 
 
-EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "lr", "train_tokens_per_s",
-                "elapsed_s")
+EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "best_epoch", "epochs_trained",
+                "steps", "train_tokens", "lr", "train_tokens_per_s", "elapsed_s")
 
 
 class ProgressCallback(tune.Callback):
@@ -112,7 +112,7 @@ class ProgressCallback(tune.Callback):
         self.last_line = now
         running = sum(t.status == "RUNNING" and t.trial_id not in self.finished for t in trials)
         done = len(self.finished)
-        counts = {s: sum(v == s for v in self.finished.values()) for s in ("diverged", "failed", "stopped")}
+        counts = {s: sum(v == s for v in self.finished.values()) for s in ("truncated", "diverged", "failed", "stopped")}
         extra = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         best = f" | best {self.metric} {self.best[0]:.2f} ({self.best[1]})" if self.best else ""
         print(f"[{_clock(now - self.started)}] trials: {running} running, {done}/{self.total} done"

@@ -1,5 +1,9 @@
 """PNG plots of a study table: BLEU per configuration (bar), BLEU against a config value
-such as depth (line), and BLEU against training speed with the Pareto front."""
+such as depth (line), and BLEU against training speed with the Pareto front.
+
+They carry the table's marks: † after a row still improving when its budget ended, hatched
+bars (and a note) for rows cut short by the wall-time cap, intervals clipped to BLEU's range
+[0, 100] (a t-interval from two seeds can reach far beyond it)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,10 @@ import math
 from pathlib import Path
 
 import pandas as pd
+
+from study.tables import STILL_IMPROVING, footnotes
+
+BLEU_RANGE = (0.0, 100.0)
 
 
 def _pyplot():
@@ -35,48 +43,90 @@ def _finite(rows: pd.DataFrame, *columns: str) -> pd.DataFrame:
     return rows[mask]
 
 
+def marked_label(row: dict) -> str:
+    return f"{row['label']} {STILL_IMPROVING}" if row.get("still_improving") else row["label"]
+
+
+def interval_errors(rows: pd.DataFrame) -> list[list[float]]:
+    """Error bar lengths below and above each mean: the 95% interval, clipped to BLEU's range."""
+    low, high = [], []
+    for mean, lo, hi in zip(rows["bleu_mean"], rows["ci_low"], rows["ci_high"]):
+        if math.isnan(mean) or math.isnan(lo) or math.isnan(hi):
+            low.append(0.0)
+            high.append(0.0)
+        else:
+            low.append(mean - max(lo, BLEU_RANGE[0]))
+            high.append(min(hi, BLEU_RANGE[1]) - mean)
+    return [low, high]
+
+
+def _note_lines(rows: pd.DataFrame, width_inches: float) -> list[str]:
+    """The table's footnotes, wrapped to the figure's width."""
+    import textwrap
+
+    chars = int(width_inches * 19)  # characters of 6.5 pt text per inch
+    return [line for note in footnotes(rows) for line in textwrap.wrap(note, chars)]
+
+
+def _figure(plt, rows: pd.DataFrame, width: float, height: float):
+    """A figure with room under the axes for the table's footnotes."""
+    lines = _note_lines(rows, width)
+    return plt.subplots(figsize=(width, height + NOTE_LINE * len(lines)))
+
+
+NOTE_LINE = 0.12  # inches per footnote line
+
+
 def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.7 * len(rows) + 2), 4))
-    labels = list(rows["label"])
+    records = rows.to_dict("records")
+    fig, ax = _figure(plt, rows, max(5.0, 0.7 * len(rows) + 2), 4)
+    labels = [marked_label(row) for row in records]
     means = [0.0 if math.isnan(m) else m for m in rows["bleu_mean"]]
-    errors = [[0.0 if math.isnan(m) or math.isnan(lo) else m - lo for m, lo in zip(rows["bleu_mean"], rows["ci_low"])],
-              [0.0 if math.isnan(m) or math.isnan(hi) else hi - m for m, hi in zip(rows["bleu_mean"], rows["ci_high"])]]
-    bars = ax.bar(range(len(labels)), means, yerr=errors, capsize=3, color="#4c72b0")
-    for bar, row in zip(bars, rows.to_dict("records")):
+    bars = ax.bar(range(len(labels)), means, yerr=interval_errors(rows), capsize=3, color="#4c72b0")
+    for bar, row in zip(bars, records):
         if row["n"] == 0:
             bar.set_color("#bbbbbb")
             ax.annotate(row["status"].split(" (")[0], (bar.get_x() + bar.get_width() / 2, 0.5), ha="center",
                         rotation=90, va="bottom", fontsize=8)
+        elif row.get("truncated"):
+            bar.set_hatch("//")
+            bar.set_facecolor("#9fb3d6")
+            ax.annotate("truncated", (bar.get_x() + bar.get_width() / 2, 0.5), ha="center", rotation=90,
+                        va="bottom", fontsize=7)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("test BLEU (mean, 95% CI)")
+    ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
+    ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=9)
-    return _save(plt, fig, path)
+    return _save(plt, fig, path, rows)
 
 
 def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path: Path) -> Path:
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5, 4))
+    fig, ax = _figure(plt, rows, 5, 4)
     frame = rows.assign(x=x_values)
     ok = _finite(frame, "bleu_mean")
-    ax.errorbar(ok["x"], ok["bleu_mean"], yerr=[ok["bleu_mean"] - ok["ci_low"].fillna(ok["bleu_mean"]),
-                                                 ok["ci_high"].fillna(ok["bleu_mean"]) - ok["bleu_mean"]],
-                marker="o", capsize=3)
+    ax.errorbar(ok["x"], ok["bleu_mean"], yerr=interval_errors(ok), marker="o", capsize=3)
+    improving = ok[ok["still_improving"] > 0]
+    if len(improving):
+        ax.scatter(improving["x"], improving["bleu_mean"], s=90, facecolors="none", edgecolors="#dd8452",
+                   label=f"{STILL_IMPROVING} still improving at its last epoch", zorder=3)
+        ax.legend(fontsize=7)
     ax.set_xlabel(x_label)
-    ax.set_ylabel("test BLEU (mean, 95% CI)")
+    ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     ax.set_title(title, fontsize=9)
-    return _save(plt, fig, path)
+    return _save(plt, fig, path, rows)
 
 
 def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     """BLEU against training tokens/s; the Pareto front (faster and better) is joined by a line."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = _figure(plt, rows, 6, 4.5)
     ok = _finite(rows, "bleu_mean", "train_tokens_per_s").reset_index(drop=True)
     points = list(zip(ok["train_tokens_per_s"], ok["bleu_mean"]))
     ax.scatter([p[0] for p in points], [p[1] for p in points], color="#4c72b0")
-    for (x, y), label in zip(points, ok["label"]):
-        ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    for (x, y), row in zip(points, ok.to_dict("records")):
+        ax.annotate(marked_label(row), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     front = pareto_front(points)
     if len(front) > 1:
         ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="#dd8452", label="Pareto front")
@@ -84,11 +134,17 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     ax.set_xlabel("training target tokens/s")
     ax.set_ylabel("test BLEU")
     ax.set_title(title, fontsize=9)
-    return _save(plt, fig, path)
+    return _save(plt, fig, path, rows)
 
 
-def _save(plt, fig, path: Path) -> Path:
-    fig.tight_layout()
+def _save(plt, fig, path: Path, rows: pd.DataFrame) -> Path:
+    width, height = fig.get_size_inches()
+    lines = _note_lines(rows, width)
+    bottom = 0.0
+    if lines:
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, va="bottom", ha="left", color="#444444")
+        bottom = (NOTE_LINE * len(lines) + 0.1) / height
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

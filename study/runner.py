@@ -31,7 +31,8 @@ from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.spec import StudySpec, Trial, expand, spec_to_dict
-from study.tables import build_table, export
+from study.tables import StudyTable, build_table, export
+from study.tables import warnings as table_warnings
 from study.tracking import StudyTracker, default_tracking_uri
 
 STATE_FILE = "study.json"
@@ -137,14 +138,19 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     if opts.resume:
         if state is None or not exp_dir.is_dir():
             raise UserError(f"study {spec.name}: nothing to resume in {results_root}; run it without --resume")
-    elif exp_dir.exists():  # a local run (committed reference tables alone do not count)
+    elif exp_dir.exists() or state is not None:
         if not opts.fresh:
-            what = "a finished run" if state and state.get("status") == "complete" else "an unfinished run"
-            fix = ("python -m study.table " + spec.name + " shows its table; --fresh runs it again"
-                   if "finished" in what else "--resume continues it; --fresh starts over")
+            results_flag = f" --results {opts.results}" if opts.results != Path("results") else ""
+            if not exp_dir.exists():  # tables and trial records only, e.g. committed reference results
+                what = "stored results (tables and trial records)"
+                fix = f"python -m study.table {spec.name}{results_flag} rebuilds their tables; --fresh replaces them"
+            elif state and state.get("status") == "complete":
+                what = "a finished run"
+                fix = f"python -m study.table {spec.name}{results_flag} shows its table; --fresh runs it again"
+            else:
+                what = "an unfinished run"
+                fix = "--resume continues it; --fresh starts over"
             raise UserError(f"study {spec.name}: {results_root} holds {what}; {fix}")
-        replace = True
-    elif state is not None:
         replace = True
 
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
@@ -165,8 +171,6 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     _start_ray(opts)
     try:
         if replace:
-            if not exp_dir.exists():
-                print(f"replacing the reference results in {_shown(study_dir)} with this run's", flush=True)
             _clear(results_root, spec.name)
             state = None
         trials = finalize_trials(spec, opts, exp_dir)
@@ -202,7 +206,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
 
     print("trials done; exporting tables and plots", flush=True)
     tracker.reconcile(records)
-    outputs = write_exports(spec, records, references, study_dir)
+    outputs, table = write_exports(spec, records, references, study_dir)
     state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                  wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
     write_state(study_dir, state)
@@ -210,6 +214,8 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     print((study_dir / "table.md").read_text(encoding="utf-8"))
     print(f"wrote {', '.join(_shown(p) for p in outputs)}")
     print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run {parent})")
+    for line in table_warnings(table.rows):
+        print(f"warning: {line}", file=sys.stderr)
     if tracker.failures:
         print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
               f"above come from Ray's storage, and python -m study.table {spec.name} rebuilds them",
@@ -253,7 +259,8 @@ def write_command(study_dir: Path, command: str) -> None:
         write_lines(study_dir / "command.txt", [command])
 
 
-def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None, study_dir: Path) -> list[Path]:
+def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None,
+                  study_dir: Path) -> tuple[list[Path], StudyTable]:
     """Tables (md, csv, tex, trials.csv), plots (png) and the trial records (trials.jsonl, hyps/)."""
     save_records(records, study_dir)
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
@@ -275,7 +282,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
             x_values = [_lookup(by_label[label].config, x_key) for label in table.rows["label"]]
             outputs.append(plots.line_plot(table.rows, x_values, x_key, title,
                                            study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png"))
-    return outputs
+    return outputs, table
 
 
 def _shown(path: Path) -> str:

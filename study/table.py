@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     from study.results import experiment_dir, load_records, load_saved_records
     from study.runner import read_state, write_command, write_exports
     from study.spec import spec_from_dict, study_path
+    from study.tables import warnings as table_warnings
 
     root = args.results.resolve()
     name = study_path(args.name).stem if args.name.endswith((".yaml", ".yml")) else args.name
@@ -42,10 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rebuilding from {source}")
     ref_path = study_dir / "test.ref"
     references = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.is_file() else None
-    outputs = write_exports(spec, records, references, study_dir)
+    outputs, table = write_exports(spec, records, references, study_dir)
     write_command(study_dir, state.get("command", ""))
     print((study_dir / "table.md").read_text(encoding="utf-8"))
     print("wrote " + ", ".join(str(p) for p in outputs))
+    for line in table_warnings(table.rows):
+        print(f"warning: {line}", file=sys.stderr)
     return 0
 
 

@@ -4,10 +4,17 @@ Per configuration (table row): test BLEU over the seeds that finished
 (mean, std, n, 95% t-interval), the difference to the reference row, a
 paired bootstrap against the reference on the seeds' test translations
 concatenated (sacreBLEU's p-value and the 95% interval of the difference,
-``study.significance``), validation BLEU, chrF, status counts
-(ok / diverged / failed / stopped early), parameters, weight matrices,
-training tokens/s and decoding words/s. Diverged and failed seeds are
-counted in the status column and left out of the BLEU statistics. Exports:
+``study.significance``), how long the seeds trained and when they were best
+(epochs, best epoch), validation BLEU, chrF, status counts (ok / truncated /
+diverged / failed / stopped early), parameters, weight matrices, training
+tokens/s and decoding words/s. Diverged and failed seeds are counted in the
+status column and left out of the BLEU statistics; truncated seeds (cut short
+by the wall-time cap) are kept in them and flagged.
+
+A finding needs converged models, so the tables say where they are not: a
+row is marked † when a seed's best validation score came at its last epoch
+(still improving when its budget ended) and ‡ when its seeds trained for
+different amounts; the footnotes under the table name them. Exports:
 Markdown (also printed), CSV, LaTeX (booktabs) and the per-trial CSV.
 """
 
@@ -27,7 +34,9 @@ from study.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
         20: 2.086, 25: 2.060, 30: 2.042}
-STATUSES = ("ok", "diverged", "failed", "stopped", "running")
+STATUSES = ("ok", "truncated", "diverged", "failed", "stopped", "running")
+SCORED = ("ok", "truncated")  # seeds whose test scores enter a row's statistics
+STILL_IMPROVING, UNEVEN = "†", "‡"
 
 
 def t95(df: int) -> float:
@@ -45,10 +54,12 @@ class StudyTable:
     reference: str | None
 
     def markdown(self) -> str:
-        return f"**{self.title}**\n\n" + _display_frame(self.rows, self.reference).to_markdown(index=False) + "\n"
+        notes = "".join(f"\n{note}\n" for note in footnotes(self.rows))
+        return (f"**{self.title}**\n\n" + _display_frame(self.rows, self.reference).to_markdown(index=False) + "\n"
+                + notes)
 
     def latex(self) -> str:
-        return _latex(_display_frame(self.rows, self.reference), self.title)
+        return _latex(_display_frame(self.rows, self.reference), self.title, footnotes(self.rows))
 
 
 def trials_frame(records: list[dict]) -> pd.DataFrame:
@@ -59,9 +70,28 @@ def trials_frame(records: list[dict]) -> pd.DataFrame:
                      "test_bleu": m.get("test_bleu"), "valid_bleu": m.get("valid_bleu", m.get("best_valid_bleu")),
                      "test_chrf": m.get("test_chrf"), "params": m.get("params"),
                      "weight_matrices": m.get("weight_matrices"), "train_tokens_per_s": m.get("train_tokens_per_s"),
-                     "decode_words_per_s": m.get("decode_words_per_s"), "epochs": m.get("epochs", m.get("epoch")),
-                     "key": r["key"], "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
+                     "decode_words_per_s": m.get("decode_words_per_s"), "epochs": epochs_trained(r),
+                     "best_epoch": m.get("best_epoch"), "still_improving": still_improving(r), "steps": m.get("steps"),
+                     "train_tokens": m.get("train_tokens"), "stop_reason": m.get("stop_reason", ""), "key": r["key"], "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
     return pd.DataFrame(rows)
+
+
+def epochs_trained(record: dict) -> float | None:
+    """Epochs a trial trained (fractional when a step/token budget or the cap ended it mid-epoch)."""
+    m = record["metrics"]
+    for key in ("epochs", "epochs_trained", "epoch"):  # final metrics, a per-epoch result, older records
+        if m.get(key) is not None:
+            return float(m[key])
+    return None
+
+
+def still_improving(record: dict) -> bool:
+    """A scored trial whose best validation score came at its last evaluation: its budget ended
+    while it was still getting better, so its score is not that of a converged model."""
+    epochs, best = epochs_trained(record), record["metrics"].get("best_epoch")
+    if record["status"] not in SCORED or not epochs or not best:
+        return False
+    return float(best) >= math.ceil(epochs - 1e-9)
 
 
 def build_table(records: list[dict], title: str, reference: str | None, references_text: list[str] | None,
@@ -90,7 +120,7 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
 
 def _aggregate(label: str, group: list[dict]) -> dict:
     counts = {status: sum(r["status"] == status for r in group) for status in STATUSES}
-    ok = [r for r in group if r["status"] == "ok" and r["metrics"].get("test_bleu") is not None]
+    ok = [r for r in group if r["status"] in SCORED and r["metrics"].get("test_bleu") is not None]
     bleu = [float(r["metrics"]["test_bleu"]) for r in ok]
     n = len(bleu)
     mean = sum(bleu) / n if n else math.nan
@@ -101,11 +131,16 @@ def _aggregate(label: str, group: list[dict]) -> dict:
         values = [float(r["metrics"][key]) for r in records if r["metrics"].get(key) is not None]
         return sum(values) / len(values) if values else math.nan
 
-    measured = [r for r in group if r["status"] in ("ok", "diverged", "stopped")]
+    measured = [r for r in group if r["status"] in ("ok", "truncated", "diverged", "stopped")]
     first = next((r for r in group if r["metrics"].get("params")), None)
     errors = sorted({r["error"] for r in group if r.get("error")})
+    epochs = [e for e in (epochs_trained(r) for r in ok) if e is not None]
+    best = [float(r["metrics"]["best_epoch"]) for r in ok if r["metrics"].get("best_epoch") is not None]
     return {
         "label": label, "bleu_mean": mean, "bleu_std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half,
+        "epochs_min": min(epochs, default=math.nan), "epochs_max": max(epochs, default=math.nan),
+        "best_epoch_min": min(best, default=math.nan), "best_epoch_max": max(best, default=math.nan),
+        "still_improving": sum(still_improving(r) for r in ok), "uneven_epochs": len(set(epochs)) > 1,
         "valid_bleu": mean_of("valid_bleu", ok or measured), "chrf": mean_of("test_chrf", ok),
         "params": int(first["metrics"]["params"]) if first else None,
         "weight_matrices": int(first["metrics"]["weight_matrices"]) if first and first["metrics"].get("weight_matrices") else None,
@@ -180,6 +215,57 @@ def _count(value) -> str:
     return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k" if value >= 1e4 else f"{value:.0f}"
 
 
+def _span(low: float, high: float) -> str:
+    """"10", "4.5" or "8-10": a value, or the range of the seeds' values."""
+    if low is None or (isinstance(low, float) and math.isnan(low)):
+        return "-"
+
+    def short(value: float) -> str:
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+
+    return short(low) if low == high else f"{short(low)}-{short(high)}"
+
+
+def footnotes(rows: pd.DataFrame) -> list[str]:
+    """The notes under a table for its marks, naming the rows they concern."""
+    records = rows.to_dict("records")
+    notes = []
+    improving = [f"{r['label']} ({r['still_improving']}/{r['n']} seeds)" for r in records if r["still_improving"]]
+    if improving:
+        notes.append(f"{STILL_IMPROVING} still improving when its budget ended (best validation score at the last "
+                     f"epoch): {', '.join(improving)}. Not a converged result: give it more epochs or use early "
+                     "stopping (budget.patience).")
+    uneven = [r["label"] for r in records if r["uneven_epochs"]]
+    if uneven:
+        notes.append(f"{UNEVEN} seeds trained for different numbers of epochs (early stopping or the wall-time cap): "
+                     f"{', '.join(uneven)}.")
+    truncated = [r["label"] for r in records if r.get("truncated")]
+    if truncated:
+        notes.append("truncated: stopped by the wall-time cap (budget.minutes) before its budget ended, so how far "
+                     f"it trained depends on the machine's speed, not only on the config: {', '.join(truncated)}.")
+    return notes
+
+
+def warnings(rows: pd.DataFrame) -> list[str]:
+    """What the end of a study run must say about its table: rows that were still improving,
+    cut short by the wall-time cap, or whose seeds trained for different amounts."""
+    records = rows.to_dict("records")
+    lines = []
+    improving = [r["label"] for r in records if r["still_improving"]]
+    if improving:
+        lines.append(f"{len(improving)} of {len(records)} rows were still improving when their budget ended (best "
+                     f"validation score at the last epoch): {', '.join(improving)}. Their scores are not those of "
+                     "converged models; raise budget.epochs or use early stopping (budget.patience).")
+    truncated = [r["label"] for r in records if r.get("truncated")]
+    if truncated:
+        lines.append(f"cut short by the wall-time cap (budget.minutes), status truncated: {', '.join(truncated)}. "
+                     "How far they trained depends on the machine's speed; rerun without the cap to compare them.")
+    uneven = [r["label"] for r in records if r["uneven_epochs"]]
+    if uneven:
+        lines.append(f"seeds trained for different numbers of epochs: {', '.join(uneven)}.")
+    return lines
+
+
 def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     out = []
     for row in rows.to_dict("records"):
@@ -196,6 +282,9 @@ def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             f"[{_fmt(row['delta_ci_low'], signed=True)}, {_fmt(row['delta_ci_high'], signed=True)}]",
             "p": "-" if is_reference else _p(row["p_value"]),
             "n": f"{row['n']}/{row['seeds']}",
+            "epochs": _span(row["epochs_min"], row["epochs_max"]) + (f" {UNEVEN}" if row["uneven_epochs"] else ""),
+            "best epoch": _span(row["best_epoch_min"], row["best_epoch_max"])
+            + (f" {STILL_IMPROVING}" if row["still_improving"] else ""),
             "valid BLEU": _fmt(row["valid_bleu"]),
             "chrF": _fmt(row["chrf"]),
             "params": _count(row["params"]),
@@ -207,10 +296,11 @@ def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _latex(frame: pd.DataFrame, title: str) -> str:
+def _latex(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
     def escape(text: str) -> str:
         for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
-                     ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("<", r"$<$")):
+                     ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("<", r"$<$"), (STILL_IMPROVING, r"\textdagger{}"),
+                     (UNEVEN, r"\textdaggerdbl{}")):
             text = text.replace(a, b)
         return text
 
@@ -219,7 +309,12 @@ def _latex(frame: pd.DataFrame, title: str) -> str:
              r"\toprule", " & ".join(escape(c) for c in columns) + r" \\", r"\midrule"]
     for row in frame.itertuples(index=False):
         lines.append(" & ".join(escape(str(v)) for v in row) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", rf"\caption{{{escape(title)}}}", r"\end{table}"]
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if notes:
+        lines += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize"]
+        lines += [escape(note) + r"\par" for note in notes]
+        lines += [r"\end{minipage}"]
+    lines += [rf"\caption{{{escape(title)}}}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 

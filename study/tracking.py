@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 OFFLINE_AFTER = 3  # consecutive failed MLflow calls before the driver stops trying
 LOCKED_RETRIES = 5  # "database is locked" from a concurrent writer is retried, not lost
 
-TERMINAL = {"ok": "FINISHED", "diverged": "FINISHED", "failed": "FAILED", "stopped": "FINISHED"}
+TERMINAL = {"ok": "FINISHED", "truncated": "FINISHED", "diverged": "FINISHED", "failed": "FAILED",
+            "stopped": "FINISHED"}
 
 
 def default_tracking_uri(results_dir: Path) -> str:
@@ -203,6 +204,9 @@ class StudyTracker:
                  if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("final", "seed")]
         self._safe(self.client.log_batch, run_id, metrics=batch)
         self._set_tag(run_id, "status", record["status"])
+        from study.tables import still_improving
+
+        self._set_tag(run_id, "still_improving", str(still_improving(record)).lower())
         if record.get("error"):
             self._set_tag(run_id, "error", record["error"][:5000])
         for path in artifacts:

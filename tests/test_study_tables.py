@@ -77,9 +77,72 @@ def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
     spec = load_study("depth_srnmt")
     records = [record(t.label, t.row, t.seed, "ok", 10.0 + t.row) | {"key": t.key, "config": t.config}
                for t in expand(spec)]
-    outputs = write_exports(spec, records, None, tmp_path)
+    outputs, _ = write_exports(spec, records, None, tmp_path)
     names = {p.name for p in outputs}
     assert {"table.md", "table.csv", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png",
             "bleu_vs_enc_layers.png"} <= names
     assert all(p.stat().st_size > 0 for p in outputs)
     assert "| SR-NMT 6L" in (tmp_path / "table.md").read_text()
+
+
+def trained(label, row, seed, epochs, best, status="ok", bleu=30.0, stop_reason="max epochs"):
+    r = record(label, row, seed, status, bleu)
+    r["metrics"].update(epochs=float(epochs), best_epoch=float(best), stop_reason=stop_reason)
+    return r
+
+
+def test_a_row_still_improving_at_its_last_epoch_is_marked_and_a_converged_one_is_not():
+    from study.tables import footnotes, still_improving, warnings
+
+    records = [trained("plateaued", 0, 1, 10, 7, stop_reason="early stopping"), trained("plateaued", 0, 2, 10, 8),
+               trained("improving", 1, 1, 10, 10), trained("improving", 1, 2, 10, 9)]
+    assert [still_improving(r) for r in records] == [False, False, True, False]
+    table = build_table(records, "t", "plateaued", None)
+    rows = table.rows.set_index("label")
+    assert rows.loc["plateaued", "still_improving"] == 0 and rows.loc["improving", "still_improving"] == 1
+    lines = table.markdown().splitlines()
+    header = [c.strip() for c in lines[2].strip("|").split("|")]
+    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines[4:6]}
+    assert cells["plateaued"][header.index("epochs")] == "10" and cells["plateaued"][header.index("best epoch")] == "7-8"
+    assert cells["improving"][header.index("best epoch")] == "9-10 †"
+    notes = footnotes(table.rows)
+    assert len(notes) == 1 and notes[0].startswith("† still improving") and "improving (1/2 seeds)" in notes[0]
+    assert "plateaued" not in notes[0] and notes[0] in table.markdown()
+    assert r"\textdagger{}" in table.latex() and "†" not in table.latex()
+    assert len(warnings(table.rows)) == 1 and "improving" in warnings(table.rows)[0]
+    plateaued_only = build_table(records[:2], "t", "plateaued", None)
+    assert footnotes(plateaued_only.rows) == [] and warnings(plateaued_only.rows) == []
+    assert "†" not in plateaued_only.markdown()
+
+
+def test_seeds_that_trained_for_different_amounts_are_marked():
+    records = [trained("a", 0, 1, 6, 3, stop_reason="early stopping"), trained("a", 0, 2, 10, 8)]
+    table = build_table(records, "t", "a", None)
+    row = table.rows.iloc[0]
+    assert row["uneven_epochs"] and (row["epochs_min"], row["epochs_max"]) == (6.0, 10.0)
+    assert "| 6-10 ‡" in table.markdown() and "‡ seeds trained for different numbers of epochs" in table.markdown()
+
+
+def test_a_truncated_seed_is_scored_but_never_shown_as_ok(tmp_path):
+    from study.plots import bar_plot
+    from study.tables import warnings
+
+    records = [trained("full", 0, 1, 10, 8), trained("full", 0, 2, 10, 8),
+               trained("capped", 1, 1, 3.5, 4, status="truncated", bleu=12.0), trained("capped", 1, 2, 10, 9)]
+    table = build_table(records, "t", "full", None)
+    capped = table.rows.set_index("label").loc["capped"]
+    assert capped["status"] == "1 ok, 1 truncated" and capped["truncated"] == 1 and capped["n"] == 2
+    assert capped["bleu_mean"] == 21.0 and capped["uneven_epochs"]
+    assert "truncated: stopped by the wall-time cap" in table.markdown()
+    assert any("capped" in line and "wall-time cap" in line for line in warnings(table.rows))
+    assert bar_plot(table.rows, "t", tmp_path / "bleu.png").stat().st_size > 0
+
+
+def test_plot_intervals_are_clipped_to_the_bleu_range():
+    from study.plots import interval_errors
+
+    records = [record("wide", 0, 1, "ok", 2.0), record("wide", 0, 2, "ok", 98.0)]  # t-interval far beyond [0, 100]
+    rows = build_table(records, "t", None, None).rows
+    assert rows.iloc[0]["ci_low"] < 0 and rows.iloc[0]["ci_high"] > 100
+    low, high = interval_errors(rows)
+    assert (low[0], high[0]) == (50.0, 50.0)
