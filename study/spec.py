@@ -47,6 +47,12 @@ from nmt.errors import ConfigError
 from study.labels import component_names, display_value
 
 SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
+STUDY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+# folders of the results directory that are not studies: Ray's storage, MLflow's artifacts and
+# the committed reference results
+RESERVED_NAMES = ("ray", "mlflow-artifacts", "reference")
+BUDGET_KEYS = {"epochs": "max_epochs", "steps": "max_steps", "tokens": "max_tokens", "patience": "patience",
+               "minutes": "max_minutes"}  # budget.X -> train.Y
 NMT_SECTIONS = ("model", "train", "decode")
 # Metrics every epoch reports (what schedulers and searchers can act on) and those known only at the end.
 EPOCH_METRICS = ("valid_bleu", "valid_ppl", "train_loss", "train_ppl", "train_tokens_per_s", "best_valid_bleu")
@@ -74,8 +80,15 @@ class ResourcesSpec:
 
 @dataclass
 class BudgetSpec:
-    epochs: int | None = None  # per trial: train.max_epochs
-    minutes: float | None = None  # per trial: train.max_minutes
+    """How long each trial trains, counted so that a seed gives the same model on any machine;
+    a trial ends at the first budget used up (or by early stopping)."""
+
+    epochs: int | None = None  # train.max_epochs: passes over the training data
+    steps: int | None = None  # train.max_steps: optimizer updates
+    tokens: int | None = None  # train.max_tokens: training target tokens seen (equal data for fast and slow units)
+    patience: int | None = None  # train.patience: stop after this many epochs without validation progress (0: never)
+    # train.max_minutes: a safety cap on wall time, not a budget; a trial it stops is marked truncated
+    minutes: float | None = None
 
 
 @dataclass
@@ -166,10 +179,9 @@ class StudySpec:
         tree = {section: copy.deepcopy(self.fields.base.get(section, {})) for section in NMT_SECTIONS}
         tree["data"] = copy.deepcopy(self.fields.data)
         budget = self.fields.budget
-        if budget.epochs is not None:
-            tree["train"]["max_epochs"] = budget.epochs
-        if budget.minutes is not None:
-            tree["train"]["max_minutes"] = budget.minutes
+        for name, key in BUDGET_KEYS.items():
+            if getattr(budget, name) is not None:
+                tree["train"][key] = getattr(budget, name)
         return tree
 
 
@@ -250,6 +262,12 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
 
     if not f.name:
         fail("name", "missing; give the study a name (the file name without .yaml)")
+    if not STUDY_NAME.fullmatch(f.name):
+        fail("name", f"= {f.name!r}: a study name is a plain identifier (letters, digits, _ and -, starting with a "
+                     "letter): it names the study's folder under the results directory")
+    if f.name in RESERVED_NAMES:
+        fail("name", f"= {f.name!r} is the name of a folder the platform keeps in the results directory "
+                     f"({', '.join(RESERVED_NAMES)}); choose another name")
     if expected_name is not None and f.name != expected_name:
         fail("name", f"is {f.name!r} but the file is {expected_name}.yaml; make them the same")
     if not f.description:
@@ -288,10 +306,13 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
     if r.gpu < 0:
         fail("resources.gpu", f"= {r.gpu}: must be >= 0 (fractions like 0.25 share a GPU)")
     b = f.budget
-    if b.epochs is not None and b.epochs < 1:
-        fail("budget.epochs", f"= {b.epochs}: must be >= 1")
+    for name in ("epochs", "steps", "tokens"):
+        if getattr(b, name) is not None and getattr(b, name) < 1:
+            fail(f"budget.{name}", f"= {getattr(b, name)}: must be >= 1")
+    if b.patience is not None and b.patience < 0:
+        fail("budget.patience", f"= {b.patience}: must be >= 0 (0 = never stop early)")
     if b.minutes is not None and b.minutes <= 0:
-        fail("budget.minutes", f"= {b.minutes}: must be > 0")
+        fail("budget.minutes", f"= {b.minutes}: must be > 0 (it is a safety cap; leave it out for none)")
     s = f.scheduler
     if s.grace_period < 1 or s.reduction_factor < 2:
         fail("scheduler", "grace_period must be >= 1 and reduction_factor >= 2")
@@ -359,7 +380,7 @@ def shrink_for_smoke(spec: StudySpec) -> StudySpec:
     spec = copy.deepcopy(spec)
     f = spec.fields
     f.seeds = 1
-    f.budget = BudgetSpec(epochs=1, minutes=0.5)
+    f.budget = BudgetSpec(epochs=1, patience=f.budget.patience)
     if f.search is not None:
         f.search.num_samples = min(f.search.num_samples, 3)
     probe = config_from_dict(spec.base_tree(), source=spec.source)

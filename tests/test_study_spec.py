@@ -39,11 +39,11 @@ def test_ablation_expands_every_subset_in_paper_order():
 
 
 def test_grid_linked_axes_labels_and_keys_are_deterministic():
-    depth = expand(load_study("depth_srnmt"))
+    depth = expand(load_study("depth_srnmt", ["seeds=1"]))
     assert [(t.config["model"]["enc_layers"], t.config["model"]["dec_layers"]) for t in depth] == \
         [(n, n) for n in range(1, 7)]
     assert [t.label for t in depth] == [f"SR-NMT {n}L" for n in range(1, 7)]
-    assert [t.key for t in expand(load_study("depth_srnmt"))] == [t.key for t in depth]
+    assert [t.key for t in expand(load_study("depth_srnmt", ["seeds=1"]))] == [t.key for t in depth]
 
 
 def test_overrides_reach_the_trial_config_and_the_study():
@@ -116,6 +116,13 @@ BAD = [
     ({"resources": {"cpu": 0}}, (), "resources.cpu: = 0", "> 0"),
     ({"resources": {"gpu": -1}}, (), "resources.gpu: = -1", ">= 0"),
     ({"budget": {"epochs": 0}}, (), "budget.epochs: = 0", ">= 1"),
+    ({"budget": {"steps": 0}}, (), "budget.steps: = 0", ">= 1"),
+    ({"budget": {"tokens": -1}}, (), "budget.tokens: = -1", ">= 1"),
+    ({"budget": {"patience": -1}}, (), "budget.patience: = -1", "never stop early"),
+    ({"budget": {"minutes": 0}}, (), "budget.minutes: = 0", "safety cap"),
+    ({"name": ".."}, (), "name: = '..': a study name is a plain identifier", "letters, digits"),
+    ({"name": "a/b"}, (), "name: = 'a/b': a study name is a plain identifier", "letters, digits"),
+    ({"name": "reference"}, (), "name: = 'reference' is the name of a folder the platform keeps", "another name"),
     ({"base": {"modle": {"cell": "gru"}}}, (), "base.modle: unknown section", "did you mean 'base.model'"),
     ({"search": {"space": {"train.lr": {"type": "loguniform", "low": 0.01, "high": 0.001}}}}, ("ablate",),
      "low = 0.01 must be < high = 0.001", "swap them"),
@@ -144,6 +151,22 @@ def test_bad_study_is_one_line_naming_file_key_and_fix(tmp_path, changes, remove
     message = str(info.value)
     assert "\n" not in message and str(path) in message
     assert what in message and fix in message
+
+
+def test_budget_keys_reach_every_trial_config():
+    spec = load_study("ablation_srnmt", ["budget.epochs=7", "budget.steps=500", "budget.tokens=90000",
+                                         "budget.patience=2", "budget.minutes=30"])
+    for trial in expand(spec):
+        train = trial.config["train"]
+        assert (train["max_epochs"], train["max_steps"], train["max_tokens"], train["patience"],
+                train["max_minutes"]) == (7, 500, 90000, 2, 30.0)
+
+
+def test_no_builtin_study_or_smoke_run_ends_trials_by_wall_time():
+    for name in BUILTIN:
+        for smoke_run in (False, True):
+            for trial in expand(load_study(name, smoke_run=smoke_run)):
+                assert trial.config["train"]["max_minutes"] is None, (name, smoke_run)
 
 
 def test_unknown_study_name_suggests_the_closest():
