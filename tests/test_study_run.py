@@ -73,13 +73,14 @@ base:
 variants:
   - {{label: stable, set: {{}}}}
   - {{label: exploding, set: {{train.lr: 1.0e+30, train.clip: 0, model.layer_norm: false, model.highway: false}}}}
+  - {{label: capped, set: {{train.max_minutes: 1.0e-6}}}}
 seeds: {seeds}
 budget: {{epochs: 2}}
 table: {{reference: stable}}
 """
 
 
-def test_grid_study_with_a_divergent_configuration_finishes(tmp_path, ray_env):
+def test_grid_study_with_a_divergent_and_a_wall_time_capped_configuration_finishes(tmp_path, ray_env):
     path = tmp_path / "divergent.yaml"
     path.write_text(DIVERGENT.format(seeds=1))
     results = tmp_path / "results"
@@ -89,8 +90,13 @@ def test_grid_study_with_a_divergent_configuration_finishes(tmp_path, ray_env):
     assert rows["stable"]["status"] == "ok" and rows["stable"]["n"] == "1"
     assert rows["exploding"]["status"] == "diverged" and rows["exploding"]["n"] == "0"
     assert "| exploding | diverged" in (results / "divergent" / "table.md").read_text()
+    # the wall-time cap fired: the row is scored but says truncated, and the run's end names it
+    assert rows["capped"]["status"] == "truncated" and rows["capped"]["truncated"] == "1"
+    assert 0 < float(rows["capped"]["epochs_max"]) < 1
+    assert "truncated: stopped by the wall-time cap" in (results / "divergent" / "table.md").read_text()
+    assert "wall-time cap (budget.minutes), status truncated: capped" in result.stderr
     _, _, children = mlflow_runs(results, "divergent")
-    assert sorted(c.data.tags["status"] for c in children) == ["diverged", "ok"]
+    assert sorted(c.data.tags["status"] for c in children) == ["diverged", "ok", "truncated"]
 
 
 def test_optuna_search_with_asha_persists_its_optuna_study(tmp_path, ray_env):
