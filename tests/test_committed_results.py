@@ -1,4 +1,4 @@
-"""Every committed reference result in results/ is what ``python -m study.table`` rebuilds from
+"""Every committed reference result in results/reference/ is what ``python -m study.table`` rebuilds from
 its stored trial records: the tables a reader sees are the tables the code makes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from study.table import main as table_main
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "results" / "reference"
 STUDIES = sorted(p.parent.name for p in RESULTS.glob("*/study.json"))
 REBUILT = ("table.md", "table.csv", "table.tex", "trials.csv", "command.txt")
 
