@@ -65,7 +65,8 @@ def _note_lines(rows: pd.DataFrame, width_inches: float) -> list[str]:
     import textwrap
 
     chars = int(width_inches * 19)  # characters of 6.5 pt text per inch
-    return [line for note in footnotes(rows) for line in textwrap.wrap(note, chars)]
+    # a no-break space keeps ablation labels ("- LayerNorm") in one piece
+    return [line for note in footnotes(rows) for line in textwrap.wrap(note.replace("- ", "-\u00a0"), chars)]
 
 
 def _figure(plt, rows: pd.DataFrame, width: float, height: float):
