@@ -44,7 +44,9 @@ def _finite(rows: pd.DataFrame, *columns: str) -> pd.DataFrame:
 
 
 def marked_label(row: dict) -> str:
-    return f"{row['label']} {STILL_IMPROVING}" if row.get("still_improving") else row["label"]
+    """The row's label with its marks: † still improving, "(truncated)" cut by the wall-time cap."""
+    label = f"{row['label']} {STILL_IMPROVING}" if row.get("still_improving") else row["label"]
+    return f"{label} (truncated)" if row.get("truncated") else label
 
 
 def interval_errors(rows: pd.DataFrame) -> list[list[float]]:

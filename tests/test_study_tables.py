@@ -136,6 +136,9 @@ def test_a_truncated_seed_is_scored_but_never_shown_as_ok(tmp_path):
     assert "truncated: stopped by the wall-time cap" in table.markdown()
     assert any("capped" in line and "wall-time cap" in line for line in warnings(table.rows))
     assert bar_plot(table.rows, "t", tmp_path / "bleu.png").stat().st_size > 0
+    from study.plots import marked_label
+
+    assert marked_label(capped.to_dict() | {"label": "capped"}) == "capped † (truncated)"
 
 
 def test_plot_intervals_are_clipped_to_the_bleu_range():
