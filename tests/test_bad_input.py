@@ -111,6 +111,12 @@ CASES = [
      lambda p: [study_file(p, STUDY), "--results", str(_a_file(p))], ["--results", "is a file"]),
     ("results directory unreadable", "study.run",
      lambda p: [study_file(p, STUDY), "--results", str(_garbled_state(p))], ["study.json", "unreadable", "--fresh"]),
+    ("stored results are never replaced without --fresh", "study.run",
+     lambda p: [study_file(p, STUDY), "--results", str(_stored_results(p))],
+     ["holds stored results", "study.table bad", "--fresh replaces them"]),
+    ("an unfinished run is resumed, not shown as finished", "study.run",
+     lambda p: [study_file(p, STUDY), "--results", str(_unfinished_run(p))],
+     ["holds an unfinished run", "--resume continues it"]),
     ("results path not writable", "study.run",
      lambda p: [study_file(p, STUDY), "--results", "/proc/rnmt-results"], ["/proc/rnmt-results", "--results"]),
     ("train out dir not writable", "nmt.train", lambda p: ["--smoke", "--out", "/proc/rnmt-run"],
@@ -146,6 +152,21 @@ def _garbled_state(tmp_path: Path) -> Path:
     """A results directory whose study state is not JSON (a crash of another tool, a bad copy)."""
     (tmp_path / "r" / "bad").mkdir(parents=True)
     (tmp_path / "r" / "bad" / "study.json").write_bytes(b"\x00\x01 not json")
+    return tmp_path / "r"
+
+
+def _stored_results(tmp_path: Path) -> Path:
+    """Tables and trial records without Ray's storage, as committed reference results are."""
+    (tmp_path / "r" / "bad").mkdir(parents=True)
+    (tmp_path / "r" / "bad" / "study.json").write_text('{"study": "bad", "status": "complete"}')
+    (tmp_path / "r" / "bad" / "table.md").write_text("| Model | BLEU |\n")
+    return tmp_path / "r"
+
+
+def _unfinished_run(tmp_path: Path) -> Path:
+    (tmp_path / "r" / "bad").mkdir(parents=True)
+    (tmp_path / "r" / "bad" / "study.json").write_text('{"study": "bad", "status": "running"}')
+    (tmp_path / "r" / "ray" / "bad").mkdir(parents=True)
     return tmp_path / "r"
 
 
