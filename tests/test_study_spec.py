@@ -222,3 +222,18 @@ def test_tracking_store_of_reference_results_is_not_reused(tmp_path):
     assert fresh == f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
     assert tracking_uri(RunOptions(resume=True), state, tmp_path) == state["tracking_uri"]
     assert tracking_uri(RunOptions(tracking_uri="http://127.0.0.1:5000"), state, tmp_path) == "http://127.0.0.1:5000"
+
+
+def test_the_readme_example_study_file_loads(tmp_path):
+    """The study file a reader copies from the README is valid as printed."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("### Writing a study file"):]
+    example = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    path = tmp_path / "my_study.yaml"
+    path.write_text(example, encoding="utf-8")
+    trials = expand(load_study(str(path)))
+    assert {t.label for t in trials} == {"GRU 1L", "GRU 2L", "ATR 1L", "ATR 2L"} and len(trials) == 12
+    assert trials[0].config["train"]["max_epochs"] == 30 and trials[0].config["train"]["patience"] == 3
