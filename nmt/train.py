@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="shrink data, model and epochs so any config finishes in well under a minute")
     parser.add_argument("--threads", type=int, help="torch threads (same as --set train.threads=N)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
-    parser.add_argument("--force", action="store_true", help="replace a finished run in --out")
+    parser.add_argument("--force", action="store_true", help="replace the run in --out (once the new one has finished)")
     parser.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     return parser
@@ -57,20 +57,41 @@ def prepare_config(args: argparse.Namespace) -> Config:
     return smoke(cfg) if args.smoke else cfg
 
 
-def check_out_dir(out: Path, resume: bool, force: bool) -> None:
+def check_out_dir(out: Path, resume: bool, force: bool) -> bool:
+    """Whether --out may be used; returns True when a previous run there is to be replaced. It is
+    replaced only once the new run has finished: a mistake found on the way (a mistyped corpus
+    path, a crash) leaves it as it was."""
     finished = (out / "metrics.json").is_file()
     started = (out / "checkpoint" / "state.pt").is_file()
     if resume:
         if not started:
             raise UserError(f"--out {out}: no checkpoint to resume from; drop --resume to start a new run")
-        return
+        return False
     if finished or started:
         if not force:
             what = "a finished run" if finished else "an unfinished run"
             fix = "--force to replace it" if finished else "--resume to continue it or --force to replace it"
             raise UserError(f"--out {out} holds {what}; choose another --out, or pass {fix}")
-        shutil.rmtree(out)
+        check_writable_dir(out.parent, "--out (its folder)")
+        return True
     check_writable_dir(out, "--out")
+    return False
+
+
+def staging_dir(out: Path) -> Path:
+    """Where a run that replaces ``out`` trains until it has finished (next to ``out``)."""
+    out = out.resolve()
+    return out.parent / f".{out.name}.replacing"
+
+
+def replace_run(staged: Path, out: Path) -> None:
+    """Put the finished run in ``staged`` in place of the previous run in ``out``."""
+    out = out.resolve()
+    retired = out.parent / f".{out.name}.replaced"
+    shutil.rmtree(retired, ignore_errors=True)
+    out.rename(retired)
+    staged.rename(out)
+    shutil.rmtree(retired, ignore_errors=True)
 
 
 # Keys that may change when a run is resumed: budgets, hardware and decoding.
@@ -104,13 +125,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.print_config:
         dump_config(cfg, "/dev/stdout")
         return 0
-    check_out_dir(args.out, args.resume, args.force)
+    replace = check_out_dir(args.out, args.resume, args.force)
     if args.resume:
         cfg = resume_config(args)
     from nmt.trainer import run  # torch and data imports after argument checks: fast --help and errors
 
     resume_from = args.out / "checkpoint" if args.resume else None
-    metrics = run(cfg, args.out, resume_from=resume_from)
+    target = staging_dir(args.out) if replace else args.out
+    if replace:
+        shutil.rmtree(target, ignore_errors=True)  # a replacement that never finished
+    metrics = run(cfg, target, resume_from=resume_from)
+    if replace:
+        replace_run(target, args.out)
     print(f"wrote {args.out / 'metrics.json'}, {args.out / 'test.hyp'}, checkpoint {args.out / 'checkpoint'}")
     return 0 if metrics["status"] in ("ok", "diverged", "truncated") else 1
 

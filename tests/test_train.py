@@ -273,3 +273,23 @@ def test_plateau_and_early_stopping_need_both_metrics_to_stall(tmp_path, tiny_co
     assert lrs[:3] == [cfg.train.lr] * 3 and lrs[3] == cfg.train.lr / 2 and lrs[4] == cfg.train.lr / 4
     assert progress.stop_reason == "early stopping" and progress.epoch == 5
     assert progress.best_epoch == 1 and progress.best_valid_bleu == 5.0  # selection is by BLEU
+
+
+@pytest.mark.slow
+def test_force_replaces_a_run_only_once_the_new_one_has_finished(tmp_path, cache_dir):
+    config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
+    out = tmp_path / "run"
+    assert cli("nmt.train", "--config", str(config), "--out", str(out), "--set", "train.max_epochs=1").returncode == 0
+    before = (out / "metrics.json").read_text()
+    mistyped = write_config(tmp_path / "typo.yaml", f"""
+data: {{train: [{tmp_path}/trian.en, {tmp_path}/trian.de], valid: [{tmp_path}/v.en, {tmp_path}/v.de],
+       test: [{tmp_path}/t.en, {tmp_path}/t.de], cache_dir: {cache_dir}}}
+model: {{hidden: 16}}
+""")
+    failed = cli("nmt.train", "--config", str(mistyped), "--out", str(out), "--force")
+    assert failed.returncode == 2 and "trian.en" in failed.stderr and "Traceback" not in failed.stderr
+    assert (out / "metrics.json").read_text() == before and (out / "checkpoint" / "state.pt").is_file()
+    replaced = cli("nmt.train", "--config", str(config), "--out", str(out), "--force", "--set", "train.max_epochs=2")
+    assert replaced.returncode == 0, replaced.stderr
+    assert json.loads((out / "metrics.json").read_text())["epochs"] == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "tiny.yaml", "typo.yaml"]  # nothing staged is left
