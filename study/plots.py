@@ -72,9 +72,12 @@ def _note_lines(rows: pd.DataFrame, width_inches: float) -> list[str]:
 
 
 def _figure(plt, rows: pd.DataFrame, width: float, height: float):
-    """A figure with room under the axes for the table's footnotes."""
+    """A figure with the table's footnotes under the axes; returns (figure, axes, footnote lines)."""
     lines = _note_lines(rows, width)
-    return plt.subplots(figsize=(width, height + NOTE_LINE * len(lines)))
+    fig, ax = plt.subplots(figsize=(width, height + NOTE_LINE * len(lines)))
+    if lines:
+        fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, va="bottom", ha="left", color="#444444")
+    return fig, ax, len(lines)
 
 
 NOTE_LINE = 0.12  # inches per footnote line
@@ -83,7 +86,7 @@ NOTE_LINE = 0.12  # inches per footnote line
 def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     plt = _pyplot()
     records = rows.to_dict("records")
-    fig, ax = _figure(plt, rows, max(5.0, 0.7 * len(rows) + 2), 4)
+    fig, ax, notes = _figure(plt, rows, max(5.0, 0.7 * len(rows) + 2), 4)
     labels = [marked_label(row) for row in records]
     means = [0.0 if math.isnan(m) else m for m in rows["bleu_mean"]]
     bars = ax.bar(range(len(labels)), means, yerr=interval_errors(rows), capsize=3, color="#4c72b0")
@@ -101,12 +104,12 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=9)
-    return _save(plt, fig, path, rows)
+    return _save(plt, fig, path, notes)
 
 
 def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path: Path) -> Path:
     plt = _pyplot()
-    fig, ax = _figure(plt, rows, 5, 4)
+    fig, ax, notes = _figure(plt, rows, 5, 4)
     frame = rows.assign(x=x_values)
     ok = _finite(frame, "bleu_mean")
     ax.errorbar(ok["x"], ok["bleu_mean"], yerr=interval_errors(ok), marker="o", capsize=3)
@@ -118,13 +121,13 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
     ax.set_xlabel(x_label)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     ax.set_title(title, fontsize=9)
-    return _save(plt, fig, path, rows)
+    return _save(plt, fig, path, notes)
 
 
 def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     """BLEU against training tokens/s; the Pareto front (faster and better) is joined by a line."""
     plt = _pyplot()
-    fig, ax = _figure(plt, rows, 6, 4.5)
+    fig, ax, notes = _figure(plt, rows, 6, 4.5)
     ok = _finite(rows, "bleu_mean", "train_tokens_per_s").reset_index(drop=True)
     points = list(zip(ok["train_tokens_per_s"], ok["bleu_mean"]))
     ax.scatter([p[0] for p in points], [p[1] for p in points], color="#4c72b0")
@@ -137,16 +140,11 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     ax.set_xlabel("training target tokens/s")
     ax.set_ylabel("test BLEU")
     ax.set_title(title, fontsize=9)
-    return _save(plt, fig, path, rows)
+    return _save(plt, fig, path, notes)
 
 
-def _save(plt, fig, path: Path, rows: pd.DataFrame) -> Path:
-    width, height = fig.get_size_inches()
-    lines = _note_lines(rows, width)
-    bottom = 0.0
-    if lines:
-        fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, va="bottom", ha="left", color="#444444")
-        bottom = (NOTE_LINE * len(lines) + 0.1) / height
+def _save(plt, fig, path: Path, note_lines: int) -> Path:
+    bottom = (NOTE_LINE * note_lines + 0.1) / fig.get_size_inches()[1] if note_lines else 0.0
     fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)

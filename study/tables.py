@@ -226,43 +226,52 @@ def _span(low: float, high: float) -> str:
     return short(low) if low == high else f"{short(low)}-{short(high)}"
 
 
+def marked_rows(rows: pd.DataFrame) -> dict[str, list[dict]]:
+    """The rows behind each mark: still improving (†), uneven epochs (‡), truncated."""
+    records = rows.to_dict("records")
+    return {"improving": [r for r in records if r["still_improving"]],
+            "uneven": [r for r in records if r["uneven_epochs"]],
+            "truncated": [r for r in records if r.get("truncated")]}
+
+
+def _labels(records: list[dict]) -> str:
+    return ", ".join(r["label"] for r in records)
+
+
 def footnotes(rows: pd.DataFrame) -> list[str]:
     """The notes under a table for its marks, naming the rows they concern."""
-    records = rows.to_dict("records")
+    marked = marked_rows(rows)
     notes = []
-    improving = [f"{r['label']} ({r['still_improving']}/{r['n']} seeds)" for r in records if r["still_improving"]]
-    if improving:
+    if marked["improving"]:
+        seeds = ", ".join(f"{r['label']} ({r['still_improving']}/{r['n']} seeds)" for r in marked["improving"])
         notes.append(f"{STILL_IMPROVING} still improving when its budget ended (best validation score at the last "
-                     f"epoch): {', '.join(improving)}. Not a converged result: give it more epochs or use early "
+                     f"epoch): {seeds}. Not a converged result: give it more epochs or use early "
                      "stopping (budget.patience).")
-    uneven = [r["label"] for r in records if r["uneven_epochs"]]
-    if uneven:
+    if marked["uneven"]:
         notes.append(f"{UNEVEN} seeds trained for different numbers of epochs (early stopping or the wall-time cap): "
-                     f"{', '.join(uneven)}.")
-    truncated = [r["label"] for r in records if r.get("truncated")]
-    if truncated:
+                     f"{_labels(marked['uneven'])}.")
+    if marked["truncated"]:
         notes.append("truncated: stopped by the wall-time cap (budget.minutes) before its budget ended, so how far "
-                     f"it trained depends on the machine's speed, not only on the config: {', '.join(truncated)}.")
+                     f"it trained depends on the machine's speed, not only on the config: "
+                     f"{_labels(marked['truncated'])}.")
     return notes
 
 
 def warnings(rows: pd.DataFrame) -> list[str]:
     """What the end of a study run must say about its table: rows that were still improving,
     cut short by the wall-time cap, or whose seeds trained for different amounts."""
-    records = rows.to_dict("records")
+    marked = marked_rows(rows)
     lines = []
-    improving = [r["label"] for r in records if r["still_improving"]]
-    if improving:
-        lines.append(f"{len(improving)} of {len(records)} rows were still improving when their budget ended (best "
-                     f"validation score at the last epoch): {', '.join(improving)}. Their scores are not those of "
-                     "converged models; raise budget.epochs or use early stopping (budget.patience).")
-    truncated = [r["label"] for r in records if r.get("truncated")]
-    if truncated:
-        lines.append(f"cut short by the wall-time cap (budget.minutes), status truncated: {', '.join(truncated)}. "
-                     "How far they trained depends on the machine's speed; rerun without the cap to compare them.")
-    uneven = [r["label"] for r in records if r["uneven_epochs"]]
-    if uneven:
-        lines.append(f"seeds trained for different numbers of epochs: {', '.join(uneven)}.")
+    if marked["improving"]:
+        lines.append(f"{len(marked['improving'])} of {len(rows)} rows were still improving when their budget ended "
+                     f"(best validation score at the last epoch): {_labels(marked['improving'])}. Their scores are "
+                     "not those of converged models; raise budget.epochs or use early stopping (budget.patience).")
+    if marked["truncated"]:
+        lines.append(f"cut short by the wall-time cap (budget.minutes), status truncated: "
+                     f"{_labels(marked['truncated'])}. How far they trained depends on the machine's speed; rerun "
+                     "without the cap to compare them.")
+    if marked["uneven"]:
+        lines.append(f"seeds trained for different numbers of epochs: {_labels(marked['uneven'])}.")
     return lines
 
 
