@@ -53,6 +53,10 @@ class RunOptions:
     verbose: bool = False
     command: str = ""
 
+    def results_flag(self) -> str:
+        """" --results DIR" when it is not the default, for the commands the driver suggests."""
+        return f" --results {self.results}" if self.results != Path("results") else ""
+
 
 # ---------------------------------------------------------------------------
 # state of a study run (results/<study>/study.json)
@@ -140,7 +144,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
             raise UserError(f"study {spec.name}: nothing to resume in {results_root}; run it without --resume")
     elif exp_dir.exists() or state is not None:
         if not opts.fresh:
-            results_flag = f" --results {opts.results}" if opts.results != Path("results") else ""
+            results_flag = opts.results_flag()
             if not exp_dir.exists():  # tables and trial records only, e.g. committed reference results
                 what = "stored results (tables and trial records)"
                 fix = f"python -m study.table {spec.name}{results_flag} rebuilds their tables; --fresh replaces them"
@@ -197,7 +201,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
             # Tune ends fit() early on SIGINT (our SIGTERM handler forwards it) and saves its state
             closed = tracker.close_stale_runs()
             name = "SIGTERM" if received else "SIGINT"
-            results_flag = f" --results {opts.results}" if opts.results != Path("results") else ""
+            results_flag = opts.results_flag()
             print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
                   f"Resume with: python -m study.run {spec.name} --resume{results_flag}", file=sys.stderr, flush=True)
             return 128 + (signal.SIGTERM if received else signal.SIGINT)
