@@ -67,6 +67,67 @@ def wait_for(process: subprocess.Popen, needle: str, timeout: float = 300) -> li
     raise AssertionError(f"never saw {needle!r}; output:\n{''.join(lines)[-4000:]}")
 
 
+class LoopbackCluster:
+    """A Ray cluster of ``nodes`` one-CPU nodes on this machine, for ``with``: a head and workers.
+
+    Each node runs in its own session so that the kernel's per-session CPU sharing (autogroup)
+    treats it like a separate machine: left in the test's session, Ray's low-priority (nice 15)
+    trial workers starved behind the test processes of the other xdist worker. On exit only
+    these nodes are killed; ``ray stop`` would kill every Ray instance on the machine."""
+
+    def __init__(self, env: dict, nodes: int = 2):
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.env = env
+        self.count = nodes
+        self.nodes: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "LoopbackCluster":
+        ray_bin = str(Path(sys.executable).parent / "ray")
+        common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"]
+        head = [ray_bin, "start", "--head", f"--port={self.port}", "--include-dashboard=false", *common]
+        worker = [ray_bin, "start", f"--address={self.address}", *common]
+        try:
+            self.nodes.append(self._start(head))
+            self.wait_for_nodes(1)
+            for _ in range(self.count - 1):
+                self.nodes.append(self._start(worker))
+            self.wait_for_nodes(self.count)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _start(self, command: list[str]) -> subprocess.Popen:
+        return subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+
+    def wait_for_nodes(self, count: int, timeout: float = 120) -> None:
+        probe = (f"import ray; ray.init(address='{self.address}', logging_level='ERROR'); "
+                 "print(sum(n['Alive'] for n in ray.nodes()))")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if any(node.poll() is not None for node in self.nodes):
+                raise AssertionError(f"a Ray node of the cluster at {self.address} exited on start")
+            result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=self.env,
+                                    timeout=60, check=False)
+            if result.stdout.strip().splitlines()[-1:] == [str(count)]:
+                return
+            time.sleep(1)
+        raise AssertionError(f"the cluster at {self.address} never had {count} nodes")
+
+    def kill_node(self, index: int) -> None:
+        """SIGKILL node ``index`` (0 is the head) and every process it started."""
+        node = self.nodes[index]
+        if node.poll() is None:
+            os.killpg(node.pid, 9)
+            node.wait()
+
+    def __exit__(self, *_) -> None:
+        for index in reversed(range(len(self.nodes))):
+            self.kill_node(index)
+
+
 def table_rows(results: Path, name: str) -> list[dict]:
     with open(results / name / "table.csv", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from study_helpers import free_port, grid_study, mlflow_runs, skip_if_ray_node_lost, start_study, study, table_rows, wait_for
+from study_helpers import LoopbackCluster, free_port, grid_study, mlflow_runs, skip_if_ray_node_lost, start_study, study, table_rows, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
@@ -123,7 +123,8 @@ def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 400, count
         if len(running) >= count:
             return sorted(running)[0]
         time.sleep(0.2)
-    raise AssertionError(f"no epoch checkpoint of {count} running trial(s) under {experiment}")
+    seen = sorted(str(path.relative_to(experiment)) for path in experiment.glob("r*/checkpoint_*/*"))
+    raise AssertionError(f"no epoch checkpoint of {count} running trial(s) under {experiment}; there: {seen}")
 
 
 # --- 2: Ctrl-C and SIGTERM ----------------------------------------------------------------
@@ -179,28 +180,15 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(tmp_path, ray_e
 
 
 def test_dead_worker_node_trials_move_to_the_surviving_node(tmp_path, ray_env):
-    port = 21000 + os.getpid() % 9000
-    ray_bin = str(Path(sys.executable).parent / "ray")
-    head = [ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    worker_node = None
     ray_env = dict(ray_env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16))  # as the README says
-    try:
-        started = subprocess.run(head, capture_output=True, text=True, env=ray_env, timeout=120, check=False)
-        assert started.returncode == 0, started.stderr[-2000:]
-        worker_node = subprocess.Popen([ray_bin, "start", f"--address=127.0.0.1:{port}", "--num-cpus=1",
-                                        "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"],
-                                       env=ray_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                       start_new_session=True)
-        wait_for_nodes(f"127.0.0.1:{port}", 2, ray_env)
+    with LoopbackCluster(ray_env, nodes=2) as cluster:
         path = tmp_path / "nodes.yaml"
         path.write_text(grid_study("nodes", TWO_BY_TWO, seeds=1, epochs=8).replace("size: 300,", "size: 600,"))
         results = tmp_path / "results"
-        driver = start_study(str(path), "--results", str(results), "--address", f"127.0.0.1:{port}", env=ray_env)
+        driver = start_study(str(path), "--results", str(results), "--address", cluster.address, env=ray_env)
         wait_for(driver, "0/2 done", timeout=300)
         wait_for_unfinished_checkpoint(results / "ray" / "nodes", count=2)  # one trial on each node
-        os.killpg(worker_node.pid, signal.SIGKILL)
-        worker_node.wait()
+        cluster.kill_node(1)
         rest, _ = driver.communicate(timeout=500)
         skip_if_ray_node_lost(driver.returncode, rest)
         assert driver.returncode == 0, rest[-3000:]
@@ -212,22 +200,6 @@ def test_dead_worker_node_trials_move_to_the_surviving_node(tmp_path, ray_env):
         nodes = {record["metrics"]["node_id"] for record in load_records(results, "nodes")}
         assert len(nodes) == 1  # both trials ended on the surviving node
         assert_complete(results, "nodes", ["small", "atr"], seeds=1)
-    finally:
-        if worker_node is not None and worker_node.poll() is None:
-            os.killpg(worker_node.pid, signal.SIGKILL)
-        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=ray_env, timeout=120, check=False)
-
-
-def wait_for_nodes(address: str, count: int, env: dict, timeout: float = 120) -> None:
-    probe = f"import ray; ray.init(address='{address}', logging_level='ERROR'); print(sum(n['Alive'] for n in ray.nodes()))"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60,
-                                check=False)
-        if result.stdout.strip().splitlines()[-1:] == [str(count)]:
-            return
-        time.sleep(1)
-    raise AssertionError(f"the cluster at {address} never had {count} nodes")
 
 
 # --- 5: NaN, exploding gradients and an exception in one trial; Optuna sees finite values ----

@@ -6,13 +6,11 @@ These tests start Ray clusters, so they run one after another in one xdist worke
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from study_helpers import ROOT, mlflow_runs, study, table_rows
+from study_helpers import ROOT, LoopbackCluster, mlflow_runs, study, table_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
@@ -121,18 +119,9 @@ def test_study_on_a_two_node_loopback_cluster_uses_both_nodes(tmp_path, ray_env)
     import secrets
 
     ray_env = dict(ray_env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16))
-    port = 20000 + os.getpid() % 10000
-    head = ["ray", "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-            "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    worker = ["ray", "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", "--node-ip-address=127.0.0.1",
-              "--disable-usage-stats"]
-    ray_bin = str(Path(sys.executable).parent / "ray")
-    try:
-        for command in (head, worker):
-            started = subprocess.run([ray_bin, *command[1:]], capture_output=True, text=True, env=ray_env, timeout=120)
-            assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+    with LoopbackCluster(ray_env, nodes=2) as cluster:
         results = tmp_path / "results"
-        result = study("cells", "--smoke", "--results", str(results), "--address", f"127.0.0.1:{port}",
+        result = study("cells", "--smoke", "--results", str(results), "--address", cluster.address,
                        "--set", "grid={model.cell: [gru, atr, sru, rnn]}", env=ray_env)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
         from study.results import load_records
@@ -141,5 +130,3 @@ def test_study_on_a_two_node_loopback_cluster_uses_both_nodes(tmp_path, ray_env)
         assert len(records) == 4 and all(r["status"] == "ok" for r in records)
         nodes = {r["metrics"]["node_id"] for r in records}
         assert len(nodes) == 2, nodes
-    finally:
-        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=ray_env, timeout=120)
