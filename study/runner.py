@@ -29,6 +29,7 @@ from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
+from study.ownership import StudyLock, owned_path
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.spec import StudySpec, Trial, expand, spec_to_dict
 from study.tables import StudyTable, build_table, export
@@ -132,9 +133,14 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     """Every check that can fail on bad input (results directory, data, resume, tracking store,
     Ray) runs before anything is written or deleted; then the trials run and the tables follow."""
     results_root = opts.results.resolve()
-    study_dir = results_root / spec.name
-    exp_dir = experiment_dir(results_root, spec.name)
     check_writable_dir(results_root, "--results")
+    study_dir = owned_path(results_root, results_root / spec.name, "study directory")
+    exp_dir = owned_path(results_root, experiment_dir(results_root, spec.name), "Ray experiment directory")
+    with StudyLock(results_root, spec.name, opts.command):
+        return _run_locked(spec, opts, results_root, study_dir, exp_dir)
+
+
+def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir: Path, exp_dir: Path) -> int:
     state = read_state(study_dir)
     start = time.time()
 
@@ -428,10 +434,12 @@ def optuna_storage(results_root: Path) -> str:
 
 
 def _clear(results_root: Path, study: str) -> None:
-    shutil.rmtree(experiment_dir(results_root, study), ignore_errors=True)
-    study_dir = results_root / study
-    if study_dir.is_dir():
-        shutil.rmtree(study_dir)
+    """Delete a study's tables and Ray storage (--fresh); both checked to lie inside the results directory."""
+    targets = [owned_path(results_root, experiment_dir(results_root, study), "Ray experiment directory"),
+               owned_path(results_root, results_root / study, "study directory")]
+    for target in targets:
+        if target.is_dir():
+            shutil.rmtree(target)
 
 
 def _clock(seconds: float) -> str:

@@ -22,12 +22,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from study.results import experiment_dir, load_records, load_saved_records
     from study.runner import read_state, write_command, write_exports
-    from study.spec import spec_from_dict, study_path
+    from study.ownership import owned_path
+    from study.spec import STUDY_NAME, spec_from_dict, study_path
     from study.tables import warnings as table_warnings
 
     root = args.results.resolve()
     name = study_path(args.name).stem if args.name.endswith((".yaml", ".yml")) else args.name
-    study_dir = root / name
+    if not STUDY_NAME.fullmatch(name):
+        raise UserError(f"study name {name!r}: a study name is a plain identifier (letters, digits, _ and -, "
+                        f"starting with a letter); see python -m study.list")
+    study_dir = owned_path(root, root / name, "study directory")
     state = read_state(study_dir)
     if state is None:
         raise UserError(f"study {name}: no stored results in {root}; run python -m study.run {name} first")

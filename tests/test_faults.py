@@ -133,6 +133,10 @@ def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 400, count
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_env, sig):
     _, results, args, driver = start_tiny_study(tmp_path, "stopped", ray_env, seeds=1)
+    if sig == signal.SIGINT:  # 4: a second driver on a running study is refused, naming the first
+        second = study(*args, env=ray_env, timeout=120)
+        assert second.returncode == 2 and f"already running in {results} (driver PID {driver.pid} " in second.stderr
+        assert "--fresh" not in second.stderr and not second.stdout
     if sig == signal.SIGINT:
         os.killpg(driver.pid, sig)  # Ctrl-C in a terminal reaches the whole process group
     else:
