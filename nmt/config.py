@@ -23,6 +23,7 @@ from typing import Any, Literal
 import yaml
 
 from nmt.errors import ConfigError
+from nmt.yaml_input import load_yaml
 
 CELLS = ("lstm", "gru", "rnn", "ran", "atr", "sru", "srnmt", "fsmn")
 STEP_CELLS = ("lstm", "gru", "rnn", "ran", "atr", "sru")  # decoded step by step in training too
@@ -177,10 +178,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     key = key.strip()
     if not key:
         raise ConfigError(f"--set {text!r}: empty key; expected KEY=VALUE, e.g. --set train.lr=0.001")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else None
-    except yaml.YAMLError as err:
-        raise ConfigError(f"--set {text!r}: value is not valid YAML ({one_line(err)})") from None
+    value = load_yaml(raw, f"--set {text!r}") if raw.strip() else None
     return key, value
 
 
@@ -210,10 +208,7 @@ def read_yaml(path: str | Path) -> dict:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot read config ({one_line(err)})") from None
-    try:
-        tree = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: malformed YAML: {one_line(err)}") from None
+    tree = load_yaml(text, str(path))
     if tree is None:
         return {}
     if not isinstance(tree, dict):

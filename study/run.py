@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "(model.hidden=128, train.lr=1e-3, data.size=10000); repeatable")
     parser.add_argument("--seeds", type=int, help="seeds per configuration (same as --set seeds=N)")
     parser.add_argument("--max-concurrent", type=int, help="at most this many trials at once")
+    parser.add_argument("--max-trials", type=int, default=None, metavar="N",
+                        help="refuse a study of more than N trials (default: 2000, against typos such as "
+                             "seeds: 100000000)")
     parser.add_argument("--gpus-per-trial", type=float, help="GPU share per trial, e.g. 0.25 (default: the study's)")
     parser.add_argument("--cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     parser.add_argument("--address", help="join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
@@ -51,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = list(args.overrides)
     if args.seeds is not None:
         overrides.append(f"seeds={args.seeds}")
-    for flag, value in (("--max-concurrent", args.max_concurrent), ("--cpus", args.cpus)):
+    for flag, value in (("--max-concurrent", args.max_concurrent), ("--cpus", args.cpus),
+                        ("--max-trials", args.max_trials)):
         if value is not None and value < 1:
             raise UserError(f"{flag} {value}: must be >= 1")
     if args.gpus_per_trial is not None and args.gpus_per_trial < 0:
@@ -62,9 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--langs needs --data-dir (the directory of the corpus)")
 
     from study.runner import RunOptions, run_study
-    from study.spec import load_study
+    from study.spec import MAX_TRIALS, load_study
 
-    spec = load_study(args.name, overrides, smoke_run=args.smoke)
+    spec = load_study(args.name, overrides, smoke_run=args.smoke, max_trials=args.max_trials or MAX_TRIALS)
     command = "python -m study.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     options = RunOptions(results=args.results, resume=args.resume, fresh=args.fresh, address=args.address,
                          num_cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,

@@ -27,6 +27,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import re
 import typing
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ RESERVED_NAMES = ("ray", "mlflow-artifacts", "reference")
 BUDGET_KEYS = {"epochs": "max_epochs", "steps": "max_steps", "tokens": "max_tokens", "patience": "patience",
                "minutes": "max_minutes"}  # budget.X -> train.Y
 NMT_SECTIONS = ("model", "train", "decode")
+MAX_TRIALS = 2000  # default cap (--max-trials): a larger study is almost always a typo (seeds: 100000000)
 # Metrics every epoch reports (what schedulers and searchers can act on) and those known only at the end.
 EPOCH_METRICS = ("valid_bleu", "valid_ppl", "train_loss", "train_ppl", "train_tokens_per_s", "best_valid_bleu")
 FINAL_METRICS = ("test_bleu", "test_chrf", "decode_words_per_s", "params", "weight_matrices")
@@ -150,6 +152,7 @@ class StudySpec:
     fields: StudyFields
     source: str
     tree: dict  # the study file after --set overrides (what resume compares)
+    max_trials: int | None = None  # refuse a larger study (None: stored results, not checked again)
 
     @property
     def name(self) -> str:
@@ -214,7 +217,8 @@ def split_override(key: str) -> str:
     return f"base.{key}" if first in NMT_SECTIONS else key
 
 
-def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run: bool = False) -> StudySpec:
+def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run: bool = False,
+               max_trials: int = MAX_TRIALS) -> StudySpec:
     path = study_path(name_or_path)
     tree = read_yaml(path)
     source = str(path)
@@ -223,7 +227,7 @@ def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run:
 
         pairs = [parse_override(item) for item in overrides]
         tree = apply_overrides(tree, [(split_override(k), v) for k, v in pairs], source="--set")
-    spec = spec_from_dict(tree, source, expected_name=path.stem)
+    spec = spec_from_dict(tree, source, expected_name=path.stem, max_trials=max_trials)
     if smoke_run:
         spec = shrink_for_smoke(spec)
     expand(spec)  # validates every trial config now, before anything runs
@@ -237,7 +241,8 @@ def spec_to_dict(spec: StudySpec) -> dict:
     return {key: value for key, value in tree.items() if value is not None}
 
 
-def spec_from_dict(tree: dict, source: str, expected_name: str | None = None) -> StudySpec:
+def spec_from_dict(tree: dict, source: str, expected_name: str | None = None,
+                   max_trials: int | None = None) -> StudySpec:
     if not isinstance(tree, dict):
         raise ConfigError(f"{source}: a study file is a mapping with name, description, base, ...")
     tree = copy.deepcopy(tree)
@@ -249,7 +254,7 @@ def spec_from_dict(tree: dict, source: str, expected_name: str | None = None) ->
         fields.metric = [build_dataclass(MetricSpec, m if isinstance(m, dict) else {"name": m}, source,
                                          prefix=f"metric[{i}].", explicit=set()) for i, m in enumerate(raw_metric)]
         tree["metric"] = raw_metric
-    spec = StudySpec(fields, source, tree)
+    spec = StudySpec(fields, source, tree, max_trials)
     validate_spec(spec, expected_name)
     return spec
 
@@ -290,6 +295,9 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
                 fail(f"variants[{i}]", "each variant is {label: TEXT, set: {KEY: VALUE, ...}}")
             if not variant.get("label"):
                 fail(f"variants[{i}].label", "missing; variants need a row label")
+            if not isinstance(variant["label"], str):
+                fail(f"variants[{i}].label", f"= {variant['label']!r}: a row label is text; quote it, "
+                                             f"e.g. label: \"{variant['label']}\"")
     ways = [name for name, value in (("ablate", f.ablate), ("grid", f.grid or f.variants), ("search", f.search))
             if value]
     if not ways:
@@ -316,10 +324,52 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
     s = f.scheduler
     if s.grace_period < 1 or s.reduction_factor < 2:
         fail("scheduler", "grace_period must be >= 1 and reduction_factor >= 2")
+    if s.type == "asha":
+        epochs = b.epochs or f.base.get("train", {}).get("max_epochs") or config_from_dict(
+            spec.base_tree(), source=source).train.max_epochs
+        if s.grace_period > epochs:
+            fail("scheduler.grace_period", f"= {s.grace_period} is longer than the budget of {epochs} epochs, so "
+                                           f"asha could never stop a trial; make it at most {epochs}")
     if f.search is not None:
         _validate_search(spec, fail)
     if f.table.plot == "line" and not f.table.x:
         fail("table.x", "a line plot needs the config key on its x axis, e.g. table.x: model.enc_layers")
+    if f.table.x:
+        axes = varied_keys(spec)
+        if f.table.x not in axes:
+            fail("table.x", f"= {f.table.x!r} is not a key the study varies{suggest(f.table.x, axes, '', quote=True)}"
+                            f"; it varies {', '.join(axes) or 'nothing along an axis (ablate, search)'}")
+    _check_size(spec, fail)
+
+
+def varied_keys(spec: StudySpec) -> list[str]:
+    """The config keys a grid study varies: its axes (both keys of a linked "a+b" axis) and the
+    keys its variants set."""
+    keys = [key for axis in (spec.fields.grid or {}) for key in axis.split("+")]
+    for variant in spec.fields.variants or []:
+        keys += [key for key in variant.get("set", {}) if key not in keys]
+    return keys
+
+
+def count_trials(spec: StudySpec) -> int:
+    """How many trials the study runs, counted without expanding it."""
+    f = spec.fields
+    if f.search is not None:
+        return f.search.num_samples
+    if f.ablate:
+        rows = 2 ** len(f.ablate)
+    else:
+        rows = max(1, len(f.variants or [])) * math.prod(len(values) for values in (f.grid or {}).values())
+    return rows * f.seeds
+
+
+def _check_size(spec: StudySpec, fail) -> None:
+    trials = count_trials(spec)
+    if spec.max_trials is not None and trials > spec.max_trials:
+        what = "search.num_samples" if spec.fields.search else "seeds" if spec.fields.seeds > spec.max_trials else \
+            "ablate" if spec.fields.ablate else "grid"
+        fail(what, f"the study would run {trials:,} trials, more than the cap of {spec.max_trials:,}; make it "
+                   f"smaller, or raise the cap with --max-trials {trials}")
 
 
 def _validate_metrics(spec: StudySpec, fail) -> None:
@@ -373,6 +423,18 @@ def _validate_search(spec: StudySpec, fail) -> None:
             fail(where, f"low = {low}: a loguniform distribution needs low > 0")
         if kind == "int" and not (isinstance(low, int) and isinstance(high, int)):
             fail(where, "an int distribution needs integer low and high")
+    for key, dist in search.space.items():
+        section = key.split(".", 1)[0]
+        if section not in NMT_SECTIONS:
+            fail(f"search.space.{key}", "only model, train and decode keys can be searched (the data is "
+                                        "prepared once for every trial)")
+        values = dist["choices"] if dist["type"] == "categorical" else [dist["low"], dist["high"]]
+        for value in values:  # every value a trial can sample builds a valid config, checked now
+            try:
+                config_from_dict(apply_overrides(spec.base_tree(), [(key, value)]), source="")
+            except ConfigError as err:
+                fail(f"search.space.{key}",
+                     f"the value {value!r} makes a bad trial config ({str(err).removeprefix(': ')})")
 
 
 def shrink_for_smoke(spec: StudySpec) -> StudySpec:
@@ -381,6 +443,7 @@ def shrink_for_smoke(spec: StudySpec) -> StudySpec:
     f = spec.fields
     f.seeds = 1
     f.budget = BudgetSpec(epochs=1, patience=f.budget.patience)
+    f.scheduler.grace_period = 1
     if f.search is not None:
         f.search.num_samples = min(f.search.num_samples, 3)
     probe = config_from_dict(spec.base_tree(), source=spec.source)

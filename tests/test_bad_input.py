@@ -139,7 +139,69 @@ CASES = [
      ["none", "checkpoint"]),
     ("table of a study never run", "study.table", lambda p: ["cells", "--results", str(p / "empty")],
      ["cells", "study.run"]),
+    ("search space unknown key", "study.run",
+     lambda p: ["optuna_atr", "--set", "search.space={model.hiden: {type: categorical, choices: [16, 32]}}"],
+     ["search.space.model.hiden", "'model.hidden'"]),
+    ("search space bad choice", "study.run",
+     lambda p: ["optuna_atr", "--set", "search.space={model.cell: {type: categorical, choices: [gru, lstn]}}"],
+     ["search.space.model.cell", "'lstn'"]),
+    ("search space data key", "study.run",
+     lambda p: ["optuna_atr", "--set", "search.space={data.size: {type: int, low: 100, high: 200}}"],
+     ["search.space.data.size", "only model, train and decode"]),
+    ("asha grace period beyond the budget", "study.run",
+     lambda p: [study_file(p, STUDY), "--set", "scheduler={type: asha, grace_period: 10}"],
+     ["scheduler.grace_period", "10", "budget of 1 epochs"]),
+    ("table.x names no axis", "study.run",
+     lambda p: [study_file(p, STUDY.replace("variants:\n  - {label: one, set: {}}", "grid: {model.cell: [gru, atr]}")
+                           + "table: {plot: line, x: model.hidden}\n")],
+     ["table.x", "'model.hidden'", "model.cell"]),
+    ("variant label not text", "study.run",
+     lambda p: [study_file(p, STUDY.replace("{label: one,", "{label: 3,"))], ["variants[0].label", "3", "quote"]),
+    ("infinity in a study file", "study.run",
+     lambda p: [study_file(p, STUDY.replace("batch_tokens: 600", "batch_tokens: 600, lr: .inf"))],
+     ["bad.yaml", "base.train.lr", "finite"]),
+    ("nan in --set", "nmt.train", lambda p: ["--set", "train.lr=.nan"], ["--set", "finite"]),
+    ("a key twice in a study file", "study.run", lambda p: [study_file(p, STUDY + "base:\n  train: {lr: 0.1}\n")],
+     ["bad.yaml", "'base' appears twice", "line 4"]),
+    ("a key twice in a config", "nmt.train",
+     lambda p: ["--config", study_file(p, "train: {lr: 0.1}\nmodel: {cell: gru}\ntrain: {lr: 0.2}\n")],
+     ["bad.yaml", "'train' appears twice"]),
+    ("YAML alias bomb", "study.run", lambda p: [study_file(p, STUDY + _alias_bomb())],
+     ["bad.yaml", "more than 100,000 values", "aliases"]),
+    ("a grid of a million", "study.run",
+     lambda p: [study_file(p, STUDY.replace("variants:\n  - {label: one, set: {}}", "grid: {" + ", ".join(
+         f"model.{key}: [{', '.join(str(v) for v in range(10))}]"
+         for key in ("hidden", "emb", "enc_layers", "dec_layers", "dropout", "order")) + "}"))],
+     ["grid", "1,000,000 trials", "--max-trials 1000000"]),
+    ("a hundred million seeds", "study.run", lambda p: [study_file(p, STUDY), "--seeds", "100000000"],
+     ["seeds", "100,000,000 trials", "--max-trials"]),
+    ("table of a study named ..", "study.table", lambda p: ["..", "--results", str(p / "r")],
+     ["'..'", "plain identifier"]),
+    ("--fresh through a linked study folder", "study.run",
+     lambda p: [study_file(p, STUDY), "--fresh", "--results", str(_linked(p, "bad"))],
+     ["study directory", "symbolic link"]),
+    ("--fresh through a linked ray folder", "study.run",
+     lambda p: [study_file(p, STUDY), "--fresh", "--results", str(_linked(p, "ray"))],
+     ["Ray experiment directory", "not inside the results directory"]),
 ]
+
+
+def _alias_bomb() -> str:
+    """Nine levels of ten aliases: a billion values in 400 bytes of YAML."""
+    lines = ["bomb0: &b0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"bomb{i}: &b{i} [{', '.join([f'*b{i - 1}'] * 10)}]" for i in range(1, 9)]
+    return "\n".join(lines) + "\n"
+
+
+def _linked(tmp_path: Path, folder: str) -> Path:
+    """A results directory whose ``folder`` is a link to a directory outside it that must survive."""
+    outside = tmp_path / "outside"
+    (outside / "bad").mkdir(parents=True)
+    (outside / "bad" / "study.json").write_text('{"study": "bad", "status": "complete"}')
+    (outside / "precious.txt").write_text("not the tool's")
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / folder).symlink_to(outside / "bad" if folder == "bad" else outside)
+    return tmp_path / "r"
 
 
 def _a_file(tmp_path: Path) -> Path:
