@@ -87,7 +87,15 @@ def load_for_inference(directory: str | Path, device: str = "cpu") -> tuple[Seq2
         raise CheckpointError(f"{directory}: checkpoint directory not found")
     cfg = read_config(directory)
     src_vocab, tgt_vocab = load_vocabs(directory)
-    weights = load_file(directory / BEST if (directory / BEST).is_file() else directory / STATE)["model"]
+    path = directory / BEST if (directory / BEST).is_file() else directory / STATE
+    saved = load_file(path)
+    if not isinstance(saved, dict) or not isinstance(saved.get("model"), dict):
+        raise CheckpointError(f"{path}: holds no model weights; pass a checkpoint directory written by nmt.train")
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
-    model.load_state_dict(weights)
+    try:
+        model.load_state_dict(saved["model"])
+    except RuntimeError as err:  # missing, unexpected or differently shaped tensors
+        first = " ".join(str(err).split())[:200]
+        raise CheckpointError(f"{path}: the weights do not fit the model that {directory / CONFIG} describes "
+                              f"({first}); keep the config.yaml saved with these weights") from None
     return model.to(device).eval(), cfg, src_vocab, tgt_vocab

@@ -2,7 +2,10 @@
 ``python -m nmt.translate --checkpoint DIR [--beam K] < src.txt > hyp.txt``.
 
 Reads one sentence per line from stdin (or --input), writes detokenised
-translations in the same order to stdout (or --output).
+translations in the same order to stdout (or --output): exactly one output
+line per input line, where only ``\\n`` ends a line (a trailing ``\\r`` of
+Windows line ends is dropped; other line-breaking characters such as form
+feeds or U+2028 inside a line are read as spaces).
 """
 
 from __future__ import annotations
@@ -14,15 +17,23 @@ from pathlib import Path
 from nmt.cli import run_main
 from nmt.errors import UserError
 
+DEFAULT_MAX_LEN = 512  # subwords per source line; longer lines are cut (with a warning)
+# characters that str.splitlines() would break a line at, other than \n and \r\n
+INLINE_BREAKS = str.maketrans({c: " " for c in "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt.translate",
-                                     description="Translate stdin with a checkpoint written by nmt.train.")
+                                     description="Translate stdin with a checkpoint written by nmt.train: one "
+                                                 "output line per input line.")
     parser.add_argument("--checkpoint", type=Path, required=True,
                         help="a run's checkpoint directory (e.g. runs/default/checkpoint) or the run directory")
     parser.add_argument("--beam", type=int, help="beam size (default: the run's decode.beam; 1 = greedy)")
     parser.add_argument("--length-penalty", type=float, help="alpha in log p / length**alpha (default: the run's)")
     parser.add_argument("--batch-size", type=int, help="sentences per batch (default: the run's decode.batch_size)")
+    parser.add_argument("--max-len", type=int, default=DEFAULT_MAX_LEN,
+                        help=f"translate at most this many subwords of a line; longer lines are cut with a "
+                             f"warning (default: {DEFAULT_MAX_LEN})")
     parser.add_argument("--input", type=Path, help="read sentences from this file instead of stdin")
     parser.add_argument("--output", type=Path, help="write translations to this file instead of stdout")
     parser.add_argument("--threads", type=int, help="torch threads")
@@ -30,21 +41,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def read_lines(data: bytes, source: str) -> list[str]:
+    """The lines of UTF-8 ``data``: split at ``\\n`` only (see the module docstring)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[:err.start].count(b"\n") + 1
+        raise UserError(f"{source}: line {line} is not valid UTF-8 (byte {data[err.start]:#04x}); convert the "
+                        f"input to UTF-8") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r").translate(INLINE_BREAKS) for line in lines]
+
+
+def cut_long(sources: list[list[int]], max_len: int) -> list[int]:
+    """Cut every source to ``max_len`` subwords in place; the 1-based numbers of the lines cut."""
+    cut = []
+    for number, ids in enumerate(sources, start=1):
+        if len(ids) > max_len:
+            del ids[max_len:]
+            cut.append(number)
+    return cut
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.beam is not None and args.beam < 1:
-        raise UserError(f"--beam {args.beam}: must be >= 1")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise UserError(f"--batch-size {args.batch_size}: must be >= 1")
+    for flag, value in (("--beam", args.beam), ("--batch-size", args.batch_size), ("--threads", args.threads),
+                        ("--max-len", args.max_len)):
+        if value is not None and value < 1:
+            raise UserError(f"{flag} {value}: must be >= 1")
     directory = args.checkpoint
     if (directory / "checkpoint").is_dir():
         directory = directory / "checkpoint"
     if args.input is not None and not args.input.is_file():
         raise UserError(f"--input {args.input}: file not found")
+    if args.output is not None:
+        if args.output.is_dir():
+            raise UserError(f"--output {args.output}: is a directory; give a file name")
+        if not args.output.absolute().parent.is_dir():
+            raise UserError(f"--output {args.output}: folder {args.output.absolute().parent} does not exist; "
+                            f"create it first")
 
     import torch
 
     from nmt.checkpoint import load_for_inference
+    from nmt.fileio import write_lines
     from nmt.translator import translate
 
     if args.threads:
@@ -54,19 +96,20 @@ def main(argv: list[str] | None = None) -> int:
         cfg.decode.length_penalty = args.length_penalty
     if args.batch_size is not None:
         cfg.decode.batch_size = args.batch_size
-    try:
-        text = args.input.read_text(encoding="utf-8") if args.input else sys.stdin.read()
-    except UnicodeDecodeError as err:
-        raise UserError(f"{args.input or 'stdin'}: input is not valid UTF-8 (byte at {err.start}); "
-                        "convert it to UTF-8") from None
-    lines = text.splitlines()
+    data = args.input.read_bytes() if args.input else sys.stdin.buffer.read()
+    lines = read_lines(data, str(args.input or "stdin"))
     sources = src_vocab.encode_many(lines)
+    cut = cut_long(sources, args.max_len)
+    if cut:
+        shown = ", ".join(str(n) for n in cut[:5]) + (", ..." if len(cut) > 5 else "")
+        print(f"warning: {len(cut)} line(s) longer than {args.max_len} subwords were cut to their first "
+              f"{args.max_len} (line {shown}); --max-len raises the limit", file=sys.stderr)
     result = translate(model, sources, tgt_vocab, cfg.decode, beam=args.beam)
-    out = "".join(line + "\n" for line in result.texts)
+    texts = [text.replace("\n", " ") for text in result.texts]
     if args.output:
-        args.output.write_text(out, encoding="utf-8")
+        write_lines(args.output, texts)
     else:
-        sys.stdout.write(out)
+        sys.stdout.write("".join(text + "\n" for text in texts))
     print(f"translated {len(lines)} sentences in {result.seconds:.1f}s "
           f"({result.words_per_second:,.0f} words/s)", file=sys.stderr)
     return 0

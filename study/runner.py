@@ -114,12 +114,11 @@ def prepare_data(spec: StudySpec, opts: RunOptions, log=print):
 
 def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Trial]:
     """Expanded trials with per-trial threads and device set from the resources."""
-    cpu = spec.fields.resources.cpu
-    gpu = opts.gpus_per_trial if opts.gpus_per_trial is not None else spec.fields.resources.gpu
+    resources = trial_resources(spec, opts)
     trials = expand(spec)
     for trial in trials:
-        trial.config["train"]["threads"] = max(1, int(cpu))
-        trial.config["train"]["device"] = "cuda" if gpu > 0 else "cpu"
+        trial.config["train"]["threads"] = max(1, int(resources["cpu"]))
+        trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
         trial.finished_dir = str(exp_dir / "finished")
     (exp_dir / "finished").mkdir(parents=True, exist_ok=True)
     return trials
@@ -173,13 +172,18 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                             f"file under a new name to keep both)")
     uri = tracking_uri(opts, state, results_root)
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts")
-    _check_address(opts.address)
+    address = _check_address(opts)
+    resources = trial_resources(spec, opts)
+    if not address:
+        _check_local_fit(resources, opts)
     tracker.connect()
 
     import ray
 
     _start_ray(opts)
     try:
+        if address:
+            _check_cluster_fit(resources, address)
         if replace:
             _clear(results_root, spec.name)
             state = None
@@ -310,19 +314,66 @@ def _lookup(tree: dict, dotted: str):
 # Ray
 
 
-def _check_address(address: str | None) -> None:
-    """An unreachable cluster address fails in seconds with one line (ray.init would wait long)."""
+def _check_address(opts: RunOptions) -> str | None:
+    """The cluster address (--address, else RAY_ADDRESS; None for a local instance), after
+    checking that something listens there: an unreachable one fails in seconds with one line
+    (ray.init would wait long)."""
+    address = opts.address or os.environ.get("RAY_ADDRESS") or None
     if not address or address in ("auto", "local"):
-        return
+        return address if address == "auto" else None
+    flag = "--address" if opts.address else "RAY_ADDRESS="
     host_port = address.split("://", 1)[-1].rstrip("/")
     host, _, port = host_port.rpartition(":")
     if not host or not port.isdigit():
-        raise UserError(f"--address {address!r}: expected HOST:PORT (e.g. 10.0.0.5:6379), ray://HOST:PORT or auto")
+        raise UserError(f"{flag}{' ' if opts.address else ''}{address!r}: expected HOST:PORT (e.g. 10.0.0.5:6379), "
+                        f"ray://HOST:PORT or auto")
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as err:
-        raise UserError(f"--address {address}: cannot reach a Ray cluster there ({err.strerror or err}); start one "
-                        f"with `ray start --head --port {port}` or check the address (and firewall)") from None
+        unset = "" if opts.address else " (or unset RAY_ADDRESS for a local instance)"
+        raise UserError(f"{flag}{' ' if opts.address else ''}{address}: cannot reach a Ray cluster there "
+                        f"({err.strerror or err}); start one with `ray start --head --port {port}` or check the "
+                        f"address (and firewall){unset}") from None
+    return address
+
+
+def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:
+    """What one trial asks Ray for: CPUs (also its torch threads) and a GPU share."""
+    gpu = opts.gpus_per_trial if opts.gpus_per_trial is not None else spec.fields.resources.gpu
+    return {"cpu": spec.fields.resources.cpu, "gpu": gpu}
+
+
+def _gpu_source(opts: RunOptions) -> str:
+    return f"--gpus-per-trial {opts.gpus_per_trial}" if opts.gpus_per_trial is not None else "resources.gpu"
+
+
+def _check_local_fit(resources: dict, opts: RunOptions) -> None:
+    """A trial that no local resource can hold would wait forever in Ray's queue: refuse it now."""
+    cpus = opts.num_cpus or os.cpu_count() or 1
+    if resources["cpu"] > cpus:
+        raise UserError(f"resources.cpu = {resources['cpu']:g}: a trial needs more CPUs than the local Ray instance "
+                        f"has ({cpus}); lower it (--set resources.cpu={cpus}) or raise --cpus")
+    if resources["gpu"] > 0:
+        import torch
+
+        gpus = torch.cuda.device_count()
+        if resources["gpu"] > gpus:
+            have = "no CUDA GPU that torch can use" if gpus == 0 else f"{gpus} GPU(s)"
+            raise UserError(f"{_gpu_source(opts)} = {resources['gpu']:g}: this machine has {have}; leave it out "
+                            f"(--gpus-per-trial 0 trains on the CPU) or run on a machine or cluster with GPUs")
+
+
+def _check_cluster_fit(resources: dict, address: str) -> None:
+    import ray
+
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    if any(node.get("CPU", 0) >= resources["cpu"] and node.get("GPU", 0) >= resources["gpu"] for node in nodes):
+        return
+    largest = max(nodes, key=lambda node: (node.get("GPU", 0), node.get("CPU", 0)), default={})
+    need = f"{resources['cpu']:g} CPU(s)" + (f" and {resources['gpu']:g} GPU(s)" if resources["gpu"] else "")
+    raise UserError(f"no node of the Ray cluster at {address} has {need} for one trial (the largest of its "
+                    f"{len(nodes)} node(s) has {largest.get('CPU', 0):g} CPU(s) and {largest.get('GPU', 0):g} "
+                    f"GPU(s)); lower resources.cpu / --gpus-per-trial or add a larger node")
 
 
 # Ray declares its own local node dead, and kills it, after 5 missed 10 s health checks. With
@@ -360,8 +411,7 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
     from study.callbacks import MlflowCallback, ProgressCallback
     from study.trainable import TRIAL, train_trial
 
-    resources = {"cpu": spec.fields.resources.cpu,
-                 "gpu": opts.gpus_per_trial if opts.gpus_per_trial is not None else spec.fields.resources.gpu}
+    resources = trial_resources(spec, opts)
     trainable = tune.with_resources(train_trial, resources)
     if opts.resume and exp_dir.is_dir() and tune.Tuner.can_restore(str(exp_dir)):
         return tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, resume_errored=True)

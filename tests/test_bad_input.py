@@ -103,6 +103,13 @@ CASES = [
      ["data.spm.vocab_size", "5000"]),
     ("unreachable address", "study.run", lambda p: [study_file(p, STUDY), "--address", "127.0.0.1:9"],
      ["--address 127.0.0.1:9", "ray start --head"]),
+    ("unreachable RAY_ADDRESS", "study.run", lambda p: [study_file(p, STUDY)],
+     ["RAY_ADDRESS=127.0.0.1:9", "cannot reach", "unset RAY_ADDRESS"]),
+    ("a GPU per trial without a GPU", "study.run", lambda p: [study_file(p, STUDY), "--gpus-per-trial", "1"],
+     ["--gpus-per-trial 1", "no CUDA GPU", "--gpus-per-trial 0"]),
+    ("more CPUs per trial than the machine", "study.run",
+     lambda p: [study_file(p, STUDY), "--cpus", "2", "--set", "resources.cpu=3"],
+     ["resources.cpu = 3", "(2)", "--set resources.cpu=2"]),
     ("malformed address", "study.run", lambda p: [study_file(p, STUDY), "--address", "nohost"],
      ["--address", "HOST:PORT"]),
     ("unreachable tracking server", "study.run",
@@ -186,6 +193,10 @@ CASES = [
 ]
 
 
+# cases whose bad input is in the environment
+ENVIRONMENT = {"unreachable RAY_ADDRESS": {"RAY_ADDRESS": "127.0.0.1:9"}}  # a leftover export in the user's shell
+
+
 def _alias_bomb() -> str:
     """Nine levels of ten aliases: a billion values in 400 bytes of YAML."""
     lines = ["bomb0: &b0 [x, x, x, x, x, x, x, x, x, x]"]
@@ -248,6 +259,9 @@ def _main(module: str):
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, cache_dir, capsys, monkeypatch, name, module, argv,
                                                          expected):
     monkeypatch.chdir(tmp_path)  # default --results / --out land here, and must stay empty
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for key, value in ENVIRONMENT.get(name, {}).items():
+        monkeypatch.setenv(key, value)
     args = argv(tmp_path)
     before = _listing(tmp_path)
     code = run_main(_main(module), args)

@@ -121,6 +121,12 @@ def test_study_on_a_two_node_loopback_cluster_uses_both_nodes(tmp_path, ray_env)
     ray_env = dict(ray_env, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16))
     with LoopbackCluster(ray_env, nodes=2) as cluster:
         results = tmp_path / "results"
+        # a trial larger than every node would wait in Ray's queue forever: refused at once
+        too_big = study("cells", "--smoke", "--results", str(results), "--address", cluster.address,
+                        "--set", "resources.cpu=2", env=ray_env, timeout=120)
+        assert too_big.returncode == 2, too_big.stdout[-2000:] + too_big.stderr[-2000:]
+        assert f"no node of the Ray cluster at {cluster.address} has 2 CPU(s)" in too_big.stderr
+        assert not (results / "cells").exists() and not (results / "ray").exists()
         result = study("cells", "--smoke", "--results", str(results), "--address", cluster.address,
                        "--set", "grid={model.cell: [gru, atr, sru, rnn]}", env=ray_env)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
