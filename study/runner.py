@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config import config_from_dict, tree_changes
-from nmt.data.corpus import corpus_languages, discover_corpus
+from nmt.data.corpus import corpus_languages, discover_corpus, resolve_path
 from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
@@ -102,7 +102,7 @@ def prepare_data(spec: StudySpec, opts: RunOptions, log=print):
         data["preset"] = None
     for split in ("train", "valid", "test"):
         if data.get(split):
-            data[split] = [str(Path(p).expanduser().resolve()) for p in data[split]]
+            data[split] = [str(resolve_path(p, f"data.{split}")) for p in data[split]]
     cfg = config_from_dict({**spec.base_tree(), "data": data}, source=spec.source)
     data["cache_dir"] = str(resolve_cache_dir(cfg.data).resolve())
     cfg = config_from_dict({**spec.base_tree(), "data": data}, source=spec.source)

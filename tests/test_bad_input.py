@@ -142,6 +142,16 @@ CASES = [
      ["--langs", "--data-dir"]),
     ("data dir without the pair", "study.run",
      lambda p: [study_file(p, STUDY), "--data-dir", str(p), "--langs", "en-fr"], ["--data-dir", "'en'"]),
+    ("a data path that is a link loop", "study.run",
+     lambda p: [study_file(p, STUDY), "--set=data.preset=null", *(f"--set=data.{split}=[{_loop(p)}, {_loop(p)}]"
+                                                                 for split in ("train", "valid", "test"))],
+     ["data.train", "loop-a", "symbolic link loop"]),
+    ("a data path that is a link loop (nmt.train)", "nmt.train",
+     lambda p: ["--set=data.preset=null", *(f"--set=data.{split}=[{_loop(p)}, {_loop(p)}]"
+                                            for split in ("train", "valid", "test"))],
+     ["data.train", "loop-a", "symbolic link loop"]),
+    ("--data-dir a link loop", "study.run", lambda p: [study_file(p, STUDY), "--data-dir", str(_loop(p)),
+                                                        "--langs", "en-de"], ["--data-dir", "symbolic link loop"]),
     ("translate without checkpoint", "nmt.translate", lambda p: ["--checkpoint", str(p / "none")],
      ["none", "checkpoint"]),
     ("table of a study never run", "study.table", lambda p: ["cells", "--results", str(p / "empty")],
@@ -195,6 +205,15 @@ CASES = [
 
 # cases whose bad input is in the environment
 ENVIRONMENT = {"unreachable RAY_ADDRESS": {"RAY_ADDRESS": "127.0.0.1:9"}}  # a leftover export in the user's shell
+
+
+def _loop(tmp_path: Path) -> Path:
+    """Two links that point at each other."""
+    a, b = tmp_path / "loop-a", tmp_path / "loop-b"
+    if not a.is_symlink():
+        a.symlink_to(b)
+        b.symlink_to(a)
+    return a
 
 
 def _alias_bomb() -> str:

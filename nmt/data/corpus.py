@@ -21,14 +21,24 @@ from pathlib import Path
 
 from nmt.errors import DataError
 
-__all__ = ["read_lines", "read_parallel"]
+__all__ = ["read_lines", "read_parallel", "resolve_path"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
+
+
+def resolve_path(path: str | os.PathLike, key: str) -> Path:
+    """``path`` made absolute with its links followed; a link loop is one ``DataError`` line."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (RuntimeError, OSError):  # RuntimeError: "Symlink loop" (Python 3.11); OSError ELOOP (3.13)
+        raise DataError(f"{key}: {path}: a symbolic link loop (a link that leads back to itself); point {key} at "
+                        f"the real file") from None
 
 
 def _read_bytes(path: Path, key: str) -> bytes:
     if not path.exists():
         if path.is_symlink():
+            resolve_path(path, key)  # a loop says so
             raise DataError(f"{key}: {path}: broken symbolic link (its target does not exist); "
                             f"check the path in {key}")
         raise DataError(f"{key}: {path}: file not found; check the path in {key}")
@@ -124,7 +134,7 @@ def corpus_languages(directory: str | os.PathLike) -> list[str]:
 def discover_corpus(directory: str | os.PathLike, src: str, tgt: str) -> dict[str, list[str]]:
     """{"train": [SRC, TGT], "valid": [...], "test": [...]} for a directory holding
     train.L, val.L (or valid./dev.) and test*.L files (optionally .gz) for both languages."""
-    directory = Path(directory)
+    directory = resolve_path(directory, "--data-dir")
     if not directory.is_dir():
         raise DataError(f"--data-dir {directory}: directory not found")
     found = {}
@@ -140,6 +150,6 @@ def discover_corpus(directory: str | os.PathLike, src: str, tgt: str) -> dict[st
             if len(matches) > 1:
                 raise DataError(f"--data-dir {directory}: several {split} files for {lang!r} "
                                 f"({', '.join(m.name for m in matches)}); choose with --set data.{split}=[SRC,TGT]")
-            pair.append(str(matches[0].resolve()))
+            pair.append(str(resolve_path(matches[0], "--data-dir")))
         found[split] = pair
     return found
