@@ -395,6 +395,7 @@ def _start_ray(opts: RunOptions) -> None:
         if address:
             ray.init(address=address, **kwargs)
         else:  # "local": never attach to some other Ray instance on this machine by accident
+            _loopback_only()
             ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), _system_config=LOCAL_HEALTH_CHECKS,
                      **kwargs)
     except Exception as err:  # ConnectionError, RuntimeError, ...: one line either way
@@ -402,6 +403,18 @@ def _start_ray(opts: RunOptions) -> None:
         fix = ("start it with `ray start --head` (and check the address and token)" if address
                else "check that /tmp is writable and no stale Ray processes hold it")
         raise UserError(f"cannot start {where} ({' '.join(str(err).split())[:200]}); {fix}") from None
+
+
+def _loopback_only() -> None:
+    """Make the local Ray instance listen on 127.0.0.1 only (GCS, raylet, workers, runtime-env
+    agent); by default they listen on every interface, reachable from the network. Ray does
+    this for single-machine use on macOS and Windows, switched by one setting that Ray reads
+    when it is imported (so it is also set on the imported module) and that the processes it
+    starts inherit."""
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: StudyTracker, results_root: Path,

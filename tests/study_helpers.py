@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import socket
@@ -126,6 +127,50 @@ class LoopbackCluster:
     def __exit__(self, *_) -> None:
         for index in reversed(range(len(self.nodes))):
             self.kill_node(index)
+
+
+def listening_addresses(root_pid: int) -> set[str]:
+    """The addresses on which process ``root_pid`` and all its descendants accept TCP connections
+    (from /proc: no extra dependency)."""
+    import ipaddress
+
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    pids, todo = set(), [root_pid]
+    while todo:
+        pid = todo.pop()
+        pids.add(pid)
+        todo += children.get(pid, [])
+    inodes = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:["):
+                        inodes.add(link[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            columns = row.split()
+            if columns[3] != "0A" or columns[9] not in inodes:  # 0A: LISTEN
+                continue
+            hex_ip = columns[1].split(":")[0]
+            raw = b"".join(bytes.fromhex(hex_ip[i:i + 8])[::-1] for i in range(0, len(hex_ip), 8))
+            found.add(str(ipaddress.ip_address(raw)))
+    return found
+
+
+def is_loopback(address: str) -> bool:
+    import ipaddress
+
+    ip = ipaddress.ip_address(address)
+    return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
 
 
 def table_rows(results: Path, name: str) -> list[dict]:

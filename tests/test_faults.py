@@ -16,7 +16,19 @@ import time
 from pathlib import Path
 
 import pytest
-from study_helpers import LoopbackCluster, free_port, grid_study, mlflow_runs, skip_if_ray_node_lost, start_study, study, table_rows, wait_for
+from study_helpers import (
+    LoopbackCluster,
+    free_port,
+    grid_study,
+    is_loopback,
+    listening_addresses,
+    mlflow_runs,
+    skip_if_ray_node_lost,
+    start_study,
+    study,
+    table_rows,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
@@ -133,6 +145,9 @@ def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 400, count
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_env, sig):
     _, results, args, driver = start_tiny_study(tmp_path, "stopped", ray_env, seeds=1)
+    if sig == signal.SIGTERM:  # security: the local Ray instance listens on loopback only
+        addresses = listening_addresses(driver.pid)
+        assert addresses and all(is_loopback(a) for a in addresses), addresses
     if sig == signal.SIGINT:  # 4: a second driver on a running study is refused, naming the first
         second = study(*args, env=ray_env, timeout=120)
         assert second.returncode == 2 and f"already running in {results} (driver PID {driver.pid} " in second.stderr
