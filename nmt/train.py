@@ -95,8 +95,8 @@ def replace_run(staged: Path, out: Path) -> None:
 
 
 # Keys that may change when a run is resumed: budgets, hardware and decoding.
-RESUMABLE_CHANGES = ("train.max_epochs", "train.max_steps", "train.max_tokens", "train.max_minutes", "train.patience", "train.threads", "train.device",
-                     "decode.")
+RESUMABLE_CHANGES = ("train.max_epochs", "train.max_steps", "train.max_tokens", "train.max_minutes", "train.patience",
+                     "train.threads", "train.device", "decode.")
 
 
 def resume_config(args: argparse.Namespace) -> Config:

@@ -1,8 +1,5 @@
-"""Ray Tune callbacks of the driver: live progress and MLflow logging.
-
-Both are pickled into Ray's experiment state (a resumed study restores
-them), so they keep only plain state and reconnect lazily.
-"""
+"""Ray Tune callbacks of the driver: live progress, MLflow logging, and the driver's part of
+the trial store (which trials Ray gave up on)."""
 
 from __future__ import annotations
 
@@ -11,19 +8,45 @@ import time
 
 from ray import tune
 
-from study.tracking import StudyTracker
-from study.trainable import trial_config, trial_key
+from study.tracking import EPOCH_LOGGED, StudyTracker
+from study.trainable import SAMPLE, sampled_params, trial_config, trial_key
+from study.trial_store import TrialStore
 
 
 def _trial_key(trial) -> tuple[str, str, int, dict]:
     info, tree = trial_config(trial.config)
-    sampled = {k: v for k, v in trial.config.items() if k != "trial"}
+    sampled = sampled_params(trial.config)
     label = info["label"]
-    if sampled:
+    if SAMPLE in trial.config:
         from study.results import search_label
 
-        label = search_label(trial, sampled)
+        label = search_label(trial.config[SAMPLE], sampled)
     return trial_key(trial.config), label, info["seed"], tree
+
+
+class VerdictCallback(tune.Callback):
+    """Records in the trial store when Ray gives up on a trial: ``failed`` once every retry
+    failed, ``stopped`` when a scheduler (asha) ended it early. A storage error here (a full
+    disk) must not end the study's bookkeeping: it is kept and reported when fit() returns."""
+
+    def __init__(self, store: TrialStore):
+        self.store = store
+        self.storage_error: OSError | None = None
+
+    def _give_up(self, trial, status: str, error: str = "") -> None:
+        try:
+            self.store.give_up(trial_key(trial.config), status, error)
+        except OSError as err:
+            self.storage_error = self.storage_error or err
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        from study.results import error_summary
+
+        self._give_up(trial, "failed", error_summary(trial))
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        if not (trial.last_result or {}).get("final"):
+            self._give_up(trial, "stopped")
 
 
 class MlflowCallback(tune.Callback):
@@ -47,10 +70,6 @@ class MlflowCallback(tune.Callback):
         self.tracker.log_epoch(self._run_id(trial), metrics, step)
 
 
-EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "best_epoch", "epochs_trained",
-                "steps", "train_tokens", "lr", "train_tokens_per_s", "elapsed_s")
-
-
 class ProgressCallback(tune.Callback):
     """One status line on every trial event (and at most every ``every`` seconds otherwise):
     running / done / diverged / failed, the best result so far and an ETA."""
@@ -67,11 +86,6 @@ class ProgressCallback(tune.Callback):
         self.finished: dict[str, str] = {}
         self.durations: list[float] = []
         self.starts: dict[str, float] = {}
-
-    def __setstate__(self, state):  # a resumed study: the clock restarts, the counts stay
-        self.__dict__.update(state)
-        self.started = time.time()
-        self.starts = {}
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self.starts[trial.trial_id] = time.time()

@@ -1,8 +1,9 @@
-"""Trial records read back from Ray Tune's experiment storage.
+"""Trial records: read from the platform's own trial store (``study.trial_store``, plain
+JSON), never from Ray's pickled experiment state.
 
-Ray's storage is the source of truth for what ran: tables are rebuilt from
-it (``python -m study.table``) and MLflow is reconciled against it, so a
-driver killed at any point loses nothing that a trial had reported.
+The trial store is the source of truth for what ran: tables are rebuilt from it
+(``python -m study.table``) and MLflow is reconciled against it, so a driver killed at any
+point loses nothing that a trial had recorded.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from study.trainable import TRIAL, trial_config, trial_key
+from study.trial_store import TrialStore
 
 
 TRIALS_FILE = "trials.jsonl"
@@ -30,7 +31,7 @@ def save_records(records: list[dict], study_dir: Path) -> None:
     hyps.mkdir(parents=True, exist_ok=True)
     lines = []
     for record in records:
-        kept = {k: v for k, v in record.items() if k not in ("artifacts", "hyp_path")}
+        kept = {k: v for k, v in record.items() if k not in ("artifacts", "hyp_path", "history")}
         if record.get("hyp_path") and Path(record["hyp_path"]).is_file():
             target = hyps / f"{record['key']}.hyp"
             if Path(record["hyp_path"]).resolve() != target.resolve():
@@ -56,57 +57,52 @@ def load_saved_records(study_dir: Path) -> list[dict]:
 
 
 def load_records(results_root: Path, study: str) -> list[dict]:
-    """One record per Ray trial: identity, config, status, final metrics, artifacts."""
-    from ray.tune import ExperimentAnalysis
-
-    path = experiment_dir(results_root, study)
-    if not path.is_dir():
-        return []
-    analysis = ExperimentAnalysis(str(path))
-    records = [_record(trial) for trial in analysis.trials]
-    return sorted(records, key=lambda r: (r["row"], r["seed"], r["key"]))
+    """One record per trial that started: identity, config, status, metrics, artifacts."""
+    store = TrialStore(experiment_dir(results_root, study))
+    records = [record for key in store.keys() if (record := _record(store, key)) is not None]
+    return sorted(records, key=lambda r: (r["row"], r["seed"], r.get("sample") or 0, r["key"]))
 
 
-def _record(trial) -> dict:
-    info, tree = trial_config(trial.config)
-    sampled = {k: v for k, v in trial.config.items() if k != TRIAL}
-    last = dict(trial.last_result or {})
-    checkpoint = trial.checkpoint.path if trial.checkpoint is not None else None
-    final = bool(last.get("final"))
-    if trial.status == "ERROR":
-        status = "failed"
-    elif trial.status == "TERMINATED":
-        status = last.get("status", "ok") if final else "stopped"  # stopped early by the scheduler
+def _record(store: TrialStore, key: str) -> dict | None:
+    identity = store.identity(key)
+    if identity is None:
+        return None
+    finished = store.finished_metrics(key)
+    verdict = store.verdict(key) or {}
+    if finished is not None:
+        status, metrics = finished.get("status", "ok"), finished
     else:
-        status = "running"
+        status, metrics = verdict.get("status", "running"), store.last_progress(key)
+    params = identity.get("params") or {}
     record = {
-        "key": trial_key(trial.config),
-        "label": info["label"] if not sampled else search_label(trial, sampled),
-        "row": info["row"],
-        "seed": info["seed"],
-        "config": tree,
-        "params": sampled,
+        "key": key,
+        "label": search_label(identity.get("sample"), params) if identity.get("sample") is not None else identity["label"],
+        "row": identity["row"],
+        "seed": identity["seed"],
+        "sample": identity.get("sample"),
+        "config": identity["config"],
+        "params": params,
         "status": status,
-        "metrics": {k: v for k, v in last.items() if _is_metric(k, v)},
-        "error": error_summary(trial) if status == "failed" else "",
-        "trial_id": trial.trial_id,
-        "node": last.get("node_ip", ""),
+        "metrics": {k: v for k, v in metrics.items() if _is_metric(k, v)},
+        "error": verdict.get("error", "") if status == "failed" else "",
+        "node": metrics.get("node_id", identity.get("node_id", "")),
         "hyp_path": None,
         "artifacts": [],
+        "history": store.history(key),
     }
-    if checkpoint is not None:
-        directory = Path(checkpoint)
+    if finished is not None:
+        directory = store.finished_dir(key)
         for name in ("test.hyp", "metrics.json", "config.yaml"):
             if (directory / name).is_file():
                 record["artifacts"].append(str(directory / name))
-        if final and (directory / "test.hyp").is_file():
+        if (directory / "test.hyp").is_file():
             record["hyp_path"] = str(directory / "test.hyp")
     return record
 
 
-def search_label(trial, sampled: dict) -> str:
+def search_label(sample: int | None, sampled: dict) -> str:
     parts = [f"{key.split('.')[-1]}={_short(value)}" for key, value in sorted(sampled.items())]
-    return f"{trial.trial_id[-5:]}: " + ", ".join(parts)
+    return f"#{sample}: " + ", ".join(parts)
 
 
 def _short(value) -> str:
@@ -115,13 +111,8 @@ def _short(value) -> str:
     return str(value)
 
 
-_RAY_FIELDS = {"timestamp", "time_this_iter_s", "time_total_s", "pid", "training_iteration", "time_since_restore",
-               "iterations_since_restore", "checkpoint_dir_name", "done", "date", "hostname", "node_ip",
-               "trial_id", "experiment_tag", "should_checkpoint", "config"}
-
-
 def _is_metric(key: str, value) -> bool:
-    return key not in _RAY_FIELDS and isinstance(value, (int, float, str)) and not isinstance(value, bool)
+    return isinstance(value, (int, float, str)) and not isinstance(value, bool)
 
 
 def error_summary(trial) -> str:

@@ -6,7 +6,8 @@ Layout under the results directory (``results/`` by default)::
     results/mlflow.db                 MLflow tracking store (SQLite), unless --tracking-uri
     results/mlflow-artifacts/<study>/ MLflow artifacts of that store
     results/optuna.db                 Optuna studies (optuna-dashboard sqlite:///results/optuna.db)
-    results/ray/<study>/              Ray Tune experiment: trial results and checkpoints (resume)
+    results/ray/<study>/              the trial store (study.trial_store): each trial's record and
+                                      checkpoints, finished runs; Ray's own files (never read back)
     results/<study>/                  study.json (state, command) and the exported tables and plots
 """
 
@@ -29,12 +30,15 @@ from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
+from study.callbacks import VerdictCallback
 from study.ownership import StudyLock, owned_path
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.spec import StudySpec, Trial, expand, spec_to_dict
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
 from study.tracking import StudyTracker, default_tracking_uri
+from study.trainable import SAMPLE
+from study.trial_store import FINISHED, TrialStore
 
 STATE_FILE = "study.json"
 
@@ -119,8 +123,8 @@ def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Tr
     for trial in trials:
         trial.config["train"]["threads"] = max(1, int(resources["cpu"]))
         trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
-        trial.finished_dir = str(exp_dir / "finished")
-    (exp_dir / "finished").mkdir(parents=True, exist_ok=True)
+        trial.storage = str(exp_dir)
+    (exp_dir / FINISHED).mkdir(parents=True, exist_ok=True)
     return trials
 
 
@@ -134,7 +138,7 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
     results_root = opts.results.resolve()
     check_writable_dir(results_root, "--results")
     study_dir = owned_path(results_root, results_root / spec.name, "study directory")
-    exp_dir = owned_path(results_root, experiment_dir(results_root, spec.name), "Ray experiment directory")
+    exp_dir = owned_path(results_root, experiment_dir(results_root, spec.name), "trial store directory")
     with StudyLock(results_root, spec.name, opts.command):
         return _run_locked(spec, opts, results_root, study_dir, exp_dir)
 
@@ -203,9 +207,16 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         write_command(study_dir, opts.command)
         total = spec.fields.search.num_samples if spec.fields.search else len(trials)
         print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
+        verdicts = VerdictCallback(TrialStore(exp_dir))
         with _sigterm_as_sigint() as received:
-            tuner = _tuner(spec, trials, opts, tracker, results_root, exp_dir)
-            tuner.fit()
+            tuner, to_run = _tuner(spec, trials, opts, tracker, results_root, exp_dir, verdicts)
+            if to_run:
+                tuner.fit()
+        try:
+            _check_storage(exp_dir, verdicts.storage_error, spec.name, opts)
+        except UserError:
+            tracker.close_stale_runs()
+            raise
         records = load_records(results_root, spec.name)
         if received or len(records) < total or any(r["status"] == "running" for r in records):
             # Tune ends fit() early on SIGINT (our SIGTERM handler forwards it) and saves its state
@@ -232,10 +243,31 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         print(f"warning: {line}", file=sys.stderr)
     if tracker.failures:
         print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
-              f"above come from Ray's storage, and python -m study.table {spec.name} rebuilds them",
+              f"above come from the trial store, and python -m study.table {spec.name} rebuilds them",
               file=sys.stderr)
     print(f"study {spec.name} done in {_clock(time.time() - start)}")
     return 0
+
+
+def _check_storage(exp_dir: Path, error: OSError | None, study: str, opts: RunOptions) -> None:
+    """A results directory that filled up or became unwritable mid-study is the cause to report,
+    not the interruption it caused; finished trials are kept and --resume continues."""
+    import errno
+
+    try:
+        check_writable_dir(exp_dir, "--results")
+        free = shutil.disk_usage(exp_dir).free
+    except UserError:
+        raise UserError(f"study {study} stopped: its results directory {exp_dir} is no longer writable; make it "
+                        f"writable, then resume with: python -m study.run {study} --resume{opts.results_flag()} "
+                        f"(finished trials are kept)") from None
+    if free < 1 << 20 or (error is not None and error.errno in (errno.ENOSPC, errno.EDQUOT)):
+        raise UserError(f"study {study} stopped: no space left on the device of {exp_dir}; free some space, then "
+                        f"resume with: python -m study.run {study} --resume{opts.results_flag()} (finished trials "
+                        f"are kept)")
+    if error is not None:
+        raise UserError(f"study {study} stopped: cannot write to {exp_dir} ({error.strerror or error}); fix it, "
+                        f"then resume with: python -m study.run {study} --resume{opts.results_flag()}")
 
 
 def tracking_uri(opts: RunOptions, state: dict | None, results_root: Path) -> str:
@@ -418,7 +450,10 @@ def _loopback_only() -> None:
 
 
 def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: StudyTracker, results_root: Path,
-           exp_dir: Path):
+           exp_dir: Path, verdicts):
+    """A new Tuner on every run, also a resumed one: finished trials only report their stored
+    result again, unfinished ones continue from their own checkpoints (study.trial_store), so
+    Ray's pickled experiment state is never read."""
     from ray import tune
 
     from study.callbacks import MlflowCallback, ProgressCallback
@@ -426,19 +461,17 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
 
     resources = trial_resources(spec, opts)
     trainable = tune.with_resources(train_trial, resources)
-    if opts.resume and exp_dir.is_dir() and tune.Tuner.can_restore(str(exp_dir)):
-        return tune.Tuner.restore(str(exp_dir), trainable, resume_unfinished=True, resume_errored=True)
-
     metric = spec.metrics[0]
-    total = spec.fields.search.num_samples if spec.fields.search else len(trials)
-    concurrency = opts.max_concurrent or max(1, int((opts.num_cpus or os.cpu_count() or 1) // resources["cpu"]))
-    callbacks = [MlflowCallback(tracker), ProgressCallback(total, metric.name, metric.mode, concurrency)]
-    search_alg, scheduler, param_space = None, None, {}
+    search_alg, scheduler = None, None
     if spec.fields.search is not None:
-        search_alg = _optuna(spec, results_root)
+        total = _samples_left(spec, results_root, exp_dir) if opts.resume else spec.fields.search.num_samples
+        search_alg = _optuna(spec, results_root, keep=opts.resume)
         param_space = {TRIAL: trials[0].to_dict()}
     else:
+        total = len(trials)
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
+    concurrency = opts.max_concurrent or max(1, int((opts.num_cpus or os.cpu_count() or 1) // resources["cpu"]))
+    callbacks = [verdicts, MlflowCallback(tracker), ProgressCallback(total, metric.name, metric.mode, concurrency)]
     if spec.fields.scheduler.type == "asha":
         from ray.tune.schedulers import ASHAScheduler
 
@@ -449,14 +482,12 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
     # metric and mode go to the searcher and the scheduler themselves (a multi-objective
     # searcher has several; Tune refuses them in both places)
     tune_config = tune.TuneConfig(
-        search_alg=search_alg,
-        scheduler=scheduler, num_samples=spec.fields.search.num_samples if spec.fields.search else 1,
+        search_alg=search_alg, scheduler=scheduler, num_samples=total if spec.fields.search else 1,
         max_concurrent_trials=opts.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name)
     run_config = tune.RunConfig(
         name=spec.name, storage_path=str(results_root / "ray"), verbose=0, callbacks=callbacks,
-        failure_config=tune.FailureConfig(max_failures=2),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1))
-    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
+        failure_config=tune.FailureConfig(max_failures=2))
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config), total
 
 
 def _trial_name(trial) -> str:
@@ -464,9 +495,40 @@ def _trial_name(trial) -> str:
     return f"r{info.get('row', 0):02d}s{info.get('seed', 0)}_{trial.trial_id}"
 
 
-def _optuna(spec: StudySpec, results_root: Path):
+def _samples_left(spec: StudySpec, results_root: Path, exp_dir: Path) -> int:
+    """A resumed search keeps every sample that ended (finished, failed or stopped early) and
+    draws new samples for the rest: an interrupted sample is dropped, here and in Optuna."""
+    import optuna
+
+    store = TrialStore(exp_dir)
+    ended = 0
+    for key in store.keys():
+        if store.finished_metrics(key) is not None or store.verdict(key) is not None:
+            ended += 1
+        else:
+            store.forget(key)
+    storage = optuna.storages.RDBStorage(optuna_storage(results_root))
+    with contextlib.suppress(KeyError):
+        study_id = storage.get_study_id_from_name(spec.name)
+        for trial in storage.get_all_trials(study_id, deepcopy=False):
+            if trial.state == optuna.trial.TrialState.RUNNING:  # the interrupted driver's samples
+                storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+    return max(0, spec.fields.search.num_samples - ended)
+
+
+def _optuna(spec: StudySpec, results_root: Path, keep: bool):
     import optuna
     from ray.tune.search.optuna import OptunaSearch
+
+    class NumberedOptunaSearch(OptunaSearch):
+        """Each sampled config carries its Optuna trial number: a stable identity per sample,
+        so two samples of the same parameters are two trials (and two MLflow runs)."""
+
+        def suggest(self, trial_id):
+            config = super().suggest(trial_id)
+            if isinstance(config, dict) and trial_id in self._ot_trials:
+                config = {**config, SAMPLE: self._ot_trials[trial_id].number}
+            return config
 
     search = spec.fields.search
     space = {}
@@ -485,11 +547,12 @@ def _optuna(spec: StudySpec, results_root: Path):
     metrics = spec.metrics
     multi = len(metrics) > 1
     storage = optuna.storages.RDBStorage(optuna_storage(results_root))
-    with contextlib.suppress(KeyError):  # a fresh run replaces the Optuna study of the same name
-        optuna.delete_study(study_name=spec.name, storage=storage)
-    return OptunaSearch(space=space, metric=[m.name for m in metrics] if multi else metrics[0].name,
-                        mode=[m.mode for m in metrics] if multi else metrics[0].mode, sampler=sampler,
-                        study_name=spec.name, storage=storage)
+    if not keep:  # a new run replaces the Optuna study of the same name; a resumed one continues it
+        with contextlib.suppress(KeyError):
+            optuna.delete_study(study_name=spec.name, storage=storage)
+    return NumberedOptunaSearch(space=space, metric=[m.name for m in metrics] if multi else metrics[0].name,
+                                mode=[m.mode for m in metrics] if multi else metrics[0].mode, sampler=sampler,
+                                study_name=spec.name, storage=storage)
 
 
 def optuna_storage(results_root: Path) -> str:
@@ -497,8 +560,8 @@ def optuna_storage(results_root: Path) -> str:
 
 
 def _clear(results_root: Path, study: str) -> None:
-    """Delete a study's tables and Ray storage (--fresh); both checked to lie inside the results directory."""
-    targets = [owned_path(results_root, experiment_dir(results_root, study), "Ray experiment directory"),
+    """Delete a study's tables and trial store (--fresh); both checked to lie inside the results directory."""
+    targets = [owned_path(results_root, experiment_dir(results_root, study), "trial store directory"),
                owned_path(results_root, results_root / study, "study directory")]
     for target in targets:
         if target.is_dir():

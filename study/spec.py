@@ -141,7 +141,7 @@ class Trial:
     seed: int
     config: dict  # the resolved NMT config (YAML shape)
     changes: dict  # the keys this row changes against the base
-    finished_dir: str = ""  # where a finished trial keeps its final results (set by the runner)
+    storage: str = ""  # the study's trial records (study.trial_store; set by the runner)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -36,9 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     if state is None:
         raise UserError(f"study {name}: no stored results in {root}; run python -m study.run {name} first")
     spec = spec_from_dict(state["spec"], source=f"{study_dir / 'study.json'}")
-    if experiment_dir(root, name).is_dir():  # Ray's storage of a local run is the source of truth
+    if experiment_dir(root, name).is_dir():  # the trial store of a local run is the source of truth
         records = load_records(root, name)
-        source = f"Ray storage {experiment_dir(root, name)}"
+        source = f"the trial store {experiment_dir(root, name)}"
     else:  # committed reference results: the trial records kept next to the tables
         records = load_saved_records(study_dir)
         source = f"the trial records in {study_dir}"

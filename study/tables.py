@@ -72,7 +72,8 @@ def trials_frame(records: list[dict]) -> pd.DataFrame:
                      "weight_matrices": m.get("weight_matrices"), "train_tokens_per_s": m.get("train_tokens_per_s"),
                      "decode_words_per_s": m.get("decode_words_per_s"), "epochs": epochs_trained(r),
                      "best_epoch": m.get("best_epoch"), "still_improving": still_improving(r), "steps": m.get("steps"),
-                     "train_tokens": m.get("train_tokens"), "stop_reason": m.get("stop_reason", ""), "key": r["key"], "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
+                     "train_tokens": m.get("train_tokens"), "stop_reason": m.get("stop_reason", ""), "key": r["key"],
+                     "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
     return pd.DataFrame(rows)
 
 

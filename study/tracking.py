@@ -14,7 +14,7 @@
   MLflow runs match the trials' stored results at the end of every run.
 - A tracking server that cannot be reached at the start is one clear error;
   one that disappears mid-study only costs logging: trials keep training,
-  results stay in Ray's storage, and the lost calls are counted and reported.
+  results stay in the trial store, and the lost calls are counted and reported.
 
 Default store: SQLite under ``results/`` (never the ``./mlruns`` file store).
 """
@@ -41,6 +41,11 @@ TERMINAL = {"ok": "FINISHED", "truncated": "FINISHED", "diverged": "FINISHED", "
             "stopped": "FINISHED"}
 
 
+# per-epoch metrics a trial's child run records (step = epoch)
+EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "best_epoch", "epochs_trained",
+                "steps", "train_tokens", "lr", "train_tokens_per_s", "elapsed_s")
+
+
 def default_tracking_uri(results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / 'mlflow.db').resolve()}"
 
@@ -59,15 +64,15 @@ class StudyTracker:
         self.first_failure = ""
         self._children: dict[str, str] = {}  # trial_key -> run id
         self._created: set[str] = set()  # child runs this driver created: nothing logged before it
-        self._last_steps: dict[str, dict[str, int]] = {}  # run id -> metric -> last step in the store
+        self._logged: dict[str, dict[str, set[int]]] = {}  # run id -> metric -> steps in the store
         self._client = None
 
-    # The tracker travels inside Ray's pickled run config (callbacks are restored
-    # with a resumed study): only plain state is pickled, the client reconnects.
+    # Ray pickles the run config, callbacks included, into its experiment state (which the
+    # platform never reads back): only plain state is pickled, the client reconnects.
     def __getstate__(self):
         state = dict(self.__dict__)
         state.update(_client=None, failures=0, consecutive_failures=0, first_failure="", _created=set(),
-                     _last_steps={})  # a resumed driver cannot know what was logged after this pickle
+                     _logged={})  # a resumed driver cannot know what was logged after this pickle
         return state
 
     @property
@@ -168,6 +173,8 @@ class StudyTracker:
         return run_id
 
     def log_epoch(self, run_id: str | None, metrics: dict, step: int) -> None:
+        """Log an epoch's metrics once: steps already in the store are skipped (a retried
+        trial reports an epoch again; reconcile backfills epochs a killed driver missed)."""
         if run_id is None:
             return
         from mlflow.entities import Metric
@@ -175,19 +182,19 @@ class StudyTracker:
         now = int(time.time() * 1000)
         batch = [Metric(k, float(v), now, step) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool)
-                 and step > self._last_step(run_id, k)]
+                 and step not in self._logged_steps(run_id, k)]
         if batch and self._safe(self.client.log_batch, run_id, metrics=batch):
             for metric in batch:
-                self._last_steps[run_id][metric.key] = step
+                self._logged[run_id][metric.key].add(step)
 
-    def _last_step(self, run_id: str, key: str) -> int:
-        """The last step of ``key`` in the store (-1 if none), read once per run and driver."""
-        known = self._last_steps.setdefault(run_id, {})
+    def _logged_steps(self, run_id: str, key: str) -> set[int]:
+        """The steps of ``key`` in the store, read once per run and driver."""
+        known = self._logged.setdefault(run_id, {})
         if key not in known:
-            known[key] = -1
+            known[key] = set()
             if run_id not in self._created and not self.offline:
                 try:
-                    known[key] = max((m.step for m in self.client.get_metric_history(run_id, key)), default=-1)
+                    known[key] = {m.step for m in self.client.get_metric_history(run_id, key)}
                 except Exception as err:
                     self._failed(err)
         return known[key]
@@ -215,13 +222,16 @@ class StudyTracker:
         self._safe(self.client.set_terminated, run_id, TERMINAL.get(record["status"], "FINISHED"))
 
     def reconcile(self, records: list[dict]) -> None:
-        """Make MLflow match the stored results: one finished child run per finished trial."""
+        """Make MLflow match the trial store: one finished child run per ended trial, with
+        every epoch of its history (a killed driver misses the reports in flight)."""
         for record in records:
             if record["status"] == "running":
                 continue
             run_id = self.child(record["key"], record["label"], record["seed"], record["config"])
             if run_id is None:
                 continue
+            for epoch in record.get("history", []):
+                self.log_epoch(run_id, {k: v for k, v in epoch.items() if k in EPOCH_LOGGED}, int(epoch["epoch"]))
             try:
                 run = self.client.get_run(run_id)
                 if run.info.status == "FINISHED" and run.data.tags.get("status") == record["status"]:
@@ -277,7 +287,7 @@ class StudyTracker:
                   "storage", flush=True)
         if self.consecutive_failures == OFFLINE_AFTER:
             print(f"warning: MLflow failed {OFFLINE_AFTER} times in a row; no more logging in this run (lost calls "
-                  f"are counted; python -m study.table {self.study} rebuilds the tables from Ray's storage)",
+                  f"are counted; python -m study.table {self.study} rebuilds the tables from the trial store)",
                   flush=True)
 
 

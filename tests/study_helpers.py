@@ -83,7 +83,7 @@ class LoopbackCluster:
         self.count = nodes
         self.nodes: list[subprocess.Popen] = []
 
-    def __enter__(self) -> "LoopbackCluster":
+    def __enter__(self) -> LoopbackCluster:
         ray_bin = str(Path(sys.executable).parent / "ray")
         common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"]
         head = [ray_bin, "start", "--head", f"--port={self.port}", "--include-dashboard=false", *common]

@@ -199,7 +199,7 @@ CASES = [
      ["study directory", "symbolic link"]),
     ("--fresh through a linked ray folder", "study.run",
      lambda p: [study_file(p, STUDY), "--fresh", "--results", str(_linked(p, "ray"))],
-     ["Ray experiment directory", "not inside the results directory"]),
+     ["trial store directory", "not inside the results directory"]),
 ]
 
 
@@ -248,7 +248,7 @@ def _garbled_state(tmp_path: Path) -> Path:
 
 
 def _stored_results(tmp_path: Path) -> Path:
-    """Tables and trial records without Ray's storage, as committed reference results are."""
+    """Tables and trial records without a trial store, as committed reference results are."""
     (tmp_path / "r" / "bad").mkdir(parents=True)
     (tmp_path / "r" / "bad" / "study.json").write_text('{"study": "bad", "status": "complete"}')
     (tmp_path / "r" / "bad" / "table.md").write_text("| Model | BLEU |\n")

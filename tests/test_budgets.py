@@ -112,8 +112,8 @@ def test_a_larger_step_budget_continues_inside_the_epoch_exactly(tmp_path, tiny_
                        tmp_path / "straight", **QUIET, data=tiny_data)
     straight.fit()
 
-    first = Trainer(tiny_config("model.cell=gru", "model.dropout=0.3", "train.max_epochs=5", "train.max_steps=3"), tmp_path / "parts",
-                    **QUIET, data=tiny_data)
+    first = Trainer(tiny_config("model.cell=gru", "model.dropout=0.3", "train.max_epochs=5", "train.max_steps=3"),
+                    tmp_path / "parts", **QUIET, data=tiny_data)
     first.fit()
     assert first.progress.batches_into_epoch == 3
     second = Trainer(tiny_config("model.cell=gru", "model.dropout=0.3", "train.max_epochs=5", f"train.max_steps={total}"),

@@ -37,7 +37,7 @@ TWO_BY_TWO = """  - {label: small, set: {}}
 
 
 def finished_trials(results: Path, name: str) -> dict[str, dict]:
-    """trial key -> final metrics of every trial stored as finished in Ray's storage."""
+    """trial key -> final metrics of every trial stored as finished in the trial store."""
     return {path.parent.name: json.loads(path.read_text())
             for path in (results / "ray" / name / "finished").glob("*/metrics.json")}
 
@@ -94,10 +94,11 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
     kill_group(driver)
     before = finished_trials(results, "killed")
     assert len(before) >= 1
+    wait_until_released(unfinished / ".lock")  # the killed driver's worker is gone
     damaged = set()
-    for state in unfinished.glob("checkpoint_*/state.pt"):
+    for state in unfinished.glob("run/checkpoint/state.pt"):
         state.write_bytes(state.read_bytes()[:100])
-        damaged.add(unfinished.name.split("_")[0])  # r{row}s{seed}
+        damaged.add(unfinished.name)  # the trial key
 
     # (c) during the export of the tables
     driver = start_study(*args, "--resume", env=ray_env)
@@ -120,23 +121,39 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
             assert set(epochs) == {1, 2, 3}, (child.data.tags["label"], epochs)
     from study.results import load_records
 
-    records = {f"r{r['row']:02d}s{r['seed']}": r for r in load_records(results, "killed")}
+    records = {r["key"]: r for r in load_records(results, "killed")}
     assert damaged and all(records[name]["metrics"]["resumes"] == 0 for name in damaged)  # from scratch
     assert all(r["metrics"]["epochs"] == 3 and r["status"] == "ok" for r in records.values())
 
 
 def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 400, count: int = 1) -> Path:
-    """The trial directory of a running trial once it has an epoch checkpoint (and ``count``
-    running trials have one)."""
+    """The trial store directory of an unfinished trial once it has an epoch checkpoint (and
+    ``count`` unfinished trials have one)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        running = {checkpoint.parent for checkpoint in experiment.glob("r*/checkpoint_*")
-                   if (checkpoint / "state.pt").is_file() and not any(checkpoint.parent.glob("checkpoint_*/metrics.json"))}
+        running = {state.parents[2] for state in experiment.glob("trials/*/run/checkpoint/state.pt")
+                   if not (experiment / "finished" / state.parents[2].name).exists()}
         if len(running) >= count:
             return sorted(running)[0]
         time.sleep(0.2)
-    seen = sorted(str(path.relative_to(experiment)) for path in experiment.glob("r*/checkpoint_*/*"))
-    raise AssertionError(f"no epoch checkpoint of {count} running trial(s) under {experiment}; there: {seen}")
+    seen = sorted(str(path.relative_to(experiment)) for path in experiment.glob("*/*/*"))
+    raise AssertionError(f"no epoch checkpoint of {count} unfinished trial(s) under {experiment}; there: {seen}")
+
+
+def wait_until_released(lock: Path, timeout: float = 120) -> None:
+    """Until no process holds the trial's lock (a worker can outlive its killed driver briefly)."""
+    import fcntl
+
+    deadline = time.time() + timeout
+    with open(lock, "a") as handle:
+        while time.time() < deadline:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                time.sleep(0.2)
+    raise AssertionError(f"{lock} is still held after {timeout} s")
 
 
 # --- 2: Ctrl-C and SIGTERM ----------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""The platform's own record of every trial: plain JSON files and nmt run directories under
+the study's storage, written atomically (write, then rename). It is the source of truth for
+tables, MLflow reconciliation and ``--resume``; Ray's experiment state (pickles) is never read.
+
+Layout under ``results/ray/<study>/``::
+
+    trials/<key>/trial.json     who the trial is: label, row, seed, config, sampled parameters, node
+    trials/<key>/progress.json  its metrics after the last finished epoch
+    trials/<key>/history.json   the metrics of every epoch (MLflow is reconciled against it)
+    trials/<key>/status.json    written by the driver when Ray gave up on it: failed, or stopped early
+    trials/<key>/run/           the nmt run while it trains (checkpoint/ is where a retry resumes)
+    finished/<key>/             a finished trial: final checkpoint, metrics.json, test.hyp
+
+A trial counts as finished exactly when ``finished/<key>/metrics.json`` exists; everything else
+runs again on ``--resume``, from its own checkpoint when it has one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import shutil
+from pathlib import Path
+
+from nmt.fileio import write_json
+
+TRIALS = "trials"
+FINISHED = "finished"
+
+
+class TrialStore:
+    def __init__(self, experiment: Path):
+        self.experiment = Path(experiment)
+
+    # --- paths ---------------------------------------------------------------------
+
+    def trial_dir(self, key: str) -> Path:
+        return self.experiment / TRIALS / key
+
+    def run_dir(self, key: str) -> Path:
+        return self.trial_dir(key) / "run"
+
+    def finished_dir(self, key: str) -> Path:
+        return self.experiment / FINISHED / key
+
+    def resume_point(self, key: str) -> Path | None:
+        """The trial's own last epoch checkpoint, if it has one."""
+        checkpoint = self.run_dir(key) / "checkpoint"
+        return checkpoint if (checkpoint / "state.pt").is_file() else None
+
+    # --- written by the trial ------------------------------------------------------
+
+    @contextlib.contextmanager
+    def hold(self, key: str):
+        """One process at a time trains a trial: a worker of a killed driver can outlive it by
+        seconds, and must not write into the run a resumed study continues. The kernel frees
+        the lock when its holder dies, so a new attempt waits only for that."""
+        self.trial_dir(key).mkdir(parents=True, exist_ok=True)
+        with open(self.trial_dir(key) / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def start(self, key: str, identity: dict) -> None:
+        """A (re)started trial: who it is; a previous attempt's verdict no longer holds."""
+        self.trial_dir(key).mkdir(parents=True, exist_ok=True)
+        write_json(self.trial_dir(key) / "trial.json", identity)
+        (self.trial_dir(key) / "status.json").unlink(missing_ok=True)
+
+    def progress(self, key: str, metrics: dict) -> None:
+        """After an epoch: its metrics, and the epoch history (an epoch trained again after a
+        retry replaces its earlier entry)."""
+        history = [entry for entry in self.history(key) if entry.get("epoch") != metrics.get("epoch")]
+        write_json(self.trial_dir(key) / "history.json", {"epochs": [*history, metrics]})
+        write_json(self.trial_dir(key) / "progress.json", metrics)
+
+    def finish(self, key: str, metrics: dict) -> Path:
+        """Keep the finished run as ``finished/<key>/`` (staged, then renamed into place) and drop
+        the working copy; returns the finished directory."""
+        run = self.run_dir(key)
+        final = self.finished_dir(key)
+        staged = final.with_name(f"{key}.partial")
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.copytree(run / "checkpoint", staged)
+        if (run / "test.hyp").is_file():
+            shutil.copy(run / "test.hyp", staged / "test.hyp")
+        write_json(staged / "metrics.json", metrics)  # last: its presence marks a complete copy
+        staged.replace(final)
+        shutil.rmtree(run, ignore_errors=True)
+        return final
+
+    # --- written by the driver -----------------------------------------------------
+
+    def give_up(self, key: str, status: str, error: str = "") -> None:
+        """Ray stopped the trial for good (it failed every retry, or a scheduler stopped it)."""
+        if self.trial_dir(key).is_dir() and not self.finished_metrics(key):
+            write_json(self.trial_dir(key) / "status.json", {"status": status, "error": error})
+
+    # --- read ----------------------------------------------------------------------
+
+    def finished_metrics(self, key: str) -> dict | None:
+        return _read(self.finished_dir(key) / "metrics.json")
+
+    def keys(self) -> list[str]:
+        return sorted(path.parent.name for path in (self.experiment / TRIALS).glob("*/trial.json"))
+
+    def identity(self, key: str) -> dict | None:
+        return _read(self.trial_dir(key) / "trial.json")
+
+    def last_progress(self, key: str) -> dict:
+        return _read(self.trial_dir(key) / "progress.json") or {}
+
+    def history(self, key: str) -> list[dict]:
+        epochs = (_read(self.trial_dir(key) / "history.json") or {}).get("epochs", [])
+        return [entry for entry in epochs if isinstance(entry, dict) and "epoch" in entry]
+
+    def verdict(self, key: str) -> dict | None:
+        return _read(self.trial_dir(key) / "status.json")
+
+    def forget(self, key: str) -> None:
+        """Drop an unfinished trial (a search sample that a resumed search replaces)."""
+        if not self.finished_metrics(key):
+            shutil.rmtree(self.trial_dir(key), ignore_errors=True)
+
+
+def _read(path: Path) -> dict | None:
+    """A JSON record, or None when it is missing or damaged (then the trial is not finished)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
