@@ -1,11 +1,14 @@
-"""Shared command-line behaviour: bad input is one line on stderr and exit 2."""
+"""Shared command-line behaviour: bad input, and a file system that refuses a write (full,
+read-only, permissions), are one line on stderr and exit 2."""
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable
 
 from nmt.errors import UserError
+from nmt.fileio import STORAGE_ERRNOS
 
 
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
@@ -17,6 +20,13 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
             raise
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as err:
+        if debug or err.errno not in STORAGE_ERRNOS:
+            raise
+        fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
+        print(f"error: cannot write {err.filename or 'a file'} ({err.strerror}); {fix} and run the command again",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

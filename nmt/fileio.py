@@ -6,6 +6,7 @@ A crash, a full disk or a concurrent reader never sees a half-written file:
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -13,6 +14,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from nmt.errors import UserError
+
+# a file system that refuses writes: full, over quota, read-only, permissions
+STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:

@@ -8,6 +8,7 @@ import time
 
 from ray import tune
 
+from study.storage import StorageStopper
 from study.tracking import EPOCH_LOGGED, StudyTracker
 from study.trainable import SAMPLE, sampled_params, trial_config, trial_key
 from study.trial_store import TrialStore
@@ -26,22 +27,35 @@ def _trial_key(trial) -> tuple[str, str, int, dict]:
 
 class VerdictCallback(tune.Callback):
     """Records in the trial store when Ray gives up on a trial: ``failed`` once every retry
-    failed, ``stopped`` when a scheduler (asha) ended it early. A storage error here (a full
-    disk) must not end the study's bookkeeping: it is kept and reported when fit() returns."""
+    failed, ``stopped`` when a scheduler (asha) ended it early. Trials stopped because the
+    results directory is in trouble get no verdict (they run again on --resume), and a failed
+    write here goes to the storage stopper, which ends the study with one line."""
 
-    def __init__(self, store: TrialStore):
+    def __init__(self, store: TrialStore, storage: StorageStopper):
         self.store = store
-        self.storage_error: OSError | None = None
+        self.storage = storage
+
+    def _write(self, write, *args) -> None:
+        if self.storage.trouble is not None:
+            return
+        try:
+            write(trial_key(args[0].config), *args[1:])
+        except OSError as err:
+            self.storage.record(err)
 
     def _give_up(self, trial, status: str, error: str = "") -> None:
-        try:
-            self.store.give_up(trial_key(trial.config), status, error)
-        except OSError as err:
-            self.storage_error = self.storage_error or err
+        self._write(self.store.give_up, trial, status, error)
+
+    def _keep_error(self, trial) -> None:
+        self._write(self.store.keep_error, trial, trial.get_error() or "")
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self._keep_error(trial)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         from study.results import error_summary
 
+        self._keep_error(trial)
         self._give_up(trial, "failed", error_summary(trial))
 
     def on_trial_complete(self, iteration, trials, trial, **info):

@@ -7,7 +7,7 @@ Layout under the results directory (``results/`` by default)::
     results/mlflow-artifacts/<study>/ MLflow artifacts of that store
     results/optuna.db                 Optuna studies (optuna-dashboard sqlite:///results/optuna.db)
     results/ray/<study>/              the trial store (study.trial_store): each trial's record and
-                                      checkpoints, finished runs; Ray's own files (never read back)
+                                      checkpoints, finished runs (Ray's own files live elsewhere)
     results/<study>/                  study.json (state, command) and the exported tables and plots
 """
 
@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ from study.results import experiment_dir, load_records, load_saved_records, save
 from study.spec import StudySpec, Trial, expand, spec_to_dict
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
+from study.storage import StorageStopper, check_storage
 from study.tracking import StudyTracker, default_tracking_uri
 from study.trainable import SAMPLE
 from study.trial_store import FINISHED, TrialStore
@@ -207,13 +210,17 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         write_command(study_dir, opts.command)
         total = spec.fields.search.num_samples if spec.fields.search else len(trials)
         print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
-        verdicts = VerdictCallback(TrialStore(exp_dir))
-        with _sigterm_as_sigint() as received:
-            tuner, to_run = _tuner(spec, trials, opts, tracker, results_root, exp_dir, verdicts)
+        storage = StorageStopper(exp_dir)
+        with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
+            tuner, to_run = _tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage))
             if to_run:
-                tuner.fit()
+                try:
+                    tuner.fit()
+                except Exception:
+                    if storage.trouble is None:
+                        raise
         try:
-            _check_storage(exp_dir, verdicts.storage_error, spec.name, opts)
+            check_storage(exp_dir, storage, spec.name, opts.results_flag())
         except UserError:
             tracker.close_stale_runs()
             raise
@@ -247,27 +254,6 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
               file=sys.stderr)
     print(f"study {spec.name} done in {_clock(time.time() - start)}")
     return 0
-
-
-def _check_storage(exp_dir: Path, error: OSError | None, study: str, opts: RunOptions) -> None:
-    """A results directory that filled up or became unwritable mid-study is the cause to report,
-    not the interruption it caused; finished trials are kept and --resume continues."""
-    import errno
-
-    try:
-        check_writable_dir(exp_dir, "--results")
-        free = shutil.disk_usage(exp_dir).free
-    except UserError:
-        raise UserError(f"study {study} stopped: its results directory {exp_dir} is no longer writable; make it "
-                        f"writable, then resume with: python -m study.run {study} --resume{opts.results_flag()} "
-                        f"(finished trials are kept)") from None
-    if free < 1 << 20 or (error is not None and error.errno in (errno.ENOSPC, errno.EDQUOT)):
-        raise UserError(f"study {study} stopped: no space left on the device of {exp_dir}; free some space, then "
-                        f"resume with: python -m study.run {study} --resume{opts.results_flag()} (finished trials "
-                        f"are kept)")
-    if error is not None:
-        raise UserError(f"study {study} stopped: cannot write to {exp_dir} ({error.strerror or error}); fix it, "
-                        f"then resume with: python -m study.run {study} --resume{opts.results_flag()}")
 
 
 def tracking_uri(opts: RunOptions, state: dict | None, results_root: Path) -> str:
@@ -419,6 +405,8 @@ def _start_ray(opts: RunOptions) -> None:
     import ray
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    if not opts.verbose:  # the error of a trial stopped mid-failure (see the trial store), not news
+        os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
               "configure_logging": True}
@@ -435,6 +423,8 @@ def _start_ray(opts: RunOptions) -> None:
         fix = ("start it with `ray start --head` (and check the address and token)" if address
                else "check that /tmp is writable and no stale Ray processes hold it")
         raise UserError(f"cannot start {where} ({' '.join(str(err).split())[:200]}); {fix}") from None
+    if not opts.verbose:  # a failed trial is one progress line; its traceback goes to the trial store
+        logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
 
 
 def _loopback_only() -> None:
@@ -450,10 +440,13 @@ def _loopback_only() -> None:
 
 
 def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: StudyTracker, results_root: Path,
-           exp_dir: Path, verdicts):
+           exp_dir: Path, storage: StorageStopper, ray_storage: Path):
     """A new Tuner on every run, also a resumed one: finished trials only report their stored
-    result again, unfinished ones continue from their own checkpoints (study.trial_store), so
-    Ray's pickled experiment state is never read."""
+    result again, unfinished ones continue from their own checkpoints (study.trial_store). Ray's
+    own experiment files (pickles) go to ``ray_storage``, a private temporary directory of the
+    driver, never into the results directory, and are never read back: no results directory,
+    shared or not, can make the driver unpickle anything, and a full results disk cannot break
+    Ray's bookkeeping."""
     from ray import tune
 
     from study.callbacks import MlflowCallback, ProgressCallback
@@ -471,7 +464,8 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
         total = len(trials)
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
     concurrency = opts.max_concurrent or max(1, int((opts.num_cpus or os.cpu_count() or 1) // resources["cpu"]))
-    callbacks = [verdicts, MlflowCallback(tracker), ProgressCallback(total, metric.name, metric.mode, concurrency)]
+    callbacks = [VerdictCallback(TrialStore(exp_dir), storage), MlflowCallback(tracker),
+                 ProgressCallback(total, metric.name, metric.mode, concurrency)]
     if spec.fields.scheduler.type == "asha":
         from ray.tune.schedulers import ASHAScheduler
 
@@ -485,7 +479,7 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
         search_alg=search_alg, scheduler=scheduler, num_samples=total if spec.fields.search else 1,
         max_concurrent_trials=opts.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name)
     run_config = tune.RunConfig(
-        name=spec.name, storage_path=str(results_root / "ray"), verbose=0, callbacks=callbacks,
+        name=spec.name, storage_path=str(ray_storage), verbose=0, callbacks=callbacks, stop=storage,
         failure_config=tune.FailureConfig(max_failures=2))
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config), total
 

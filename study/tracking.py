@@ -283,8 +283,8 @@ class StudyTracker:
         self.consecutive_failures += 1
         if self.failures == 1:
             self.first_failure = _one_line(err)
-            print(f"warning: MLflow logging failed ({self.first_failure}); trials go on and results stay in Ray's "
-                  "storage", flush=True)
+            print(f"warning: MLflow logging failed ({self.first_failure}); trials go on and results stay in the "
+                  "trial store", flush=True)
         if self.consecutive_failures == OFFLINE_AFTER:
             print(f"warning: MLflow failed {OFFLINE_AFTER} times in a row; no more logging in this run (lost calls "
                   f"are counted; python -m study.table {self.study} rebuilds the tables from the trial store)",
@@ -332,3 +332,6 @@ def _quiet_mlflow() -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
     for name in ("mlflow", "alembic", "sqlalchemy"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # it logs every database error with a traceback, then raises it; the tracker counts each
+    # failed call and reports the first in one line
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)

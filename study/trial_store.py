@@ -8,6 +8,7 @@ Layout under ``results/ray/<study>/``::
     trials/<key>/progress.json  its metrics after the last finished epoch
     trials/<key>/history.json   the metrics of every epoch (MLflow is reconciled against it)
     trials/<key>/status.json    written by the driver when Ray gave up on it: failed, or stopped early
+    trials/<key>/error.txt      the full error of its failed attempts (the tables show the last line)
     trials/<key>/run/           the nmt run while it trains (checkpoint/ is where a retry resumes)
     finished/<key>/             a finished trial: final checkpoint, metrics.json, test.hyp
 
@@ -23,7 +24,7 @@ import json
 import shutil
 from pathlib import Path
 
-from nmt.fileio import write_json
+from nmt.fileio import write_json, write_lines
 
 TRIALS = "trials"
 FINISHED = "finished"
@@ -95,6 +96,14 @@ class TrialStore:
         """Ray stopped the trial for good (it failed every retry, or a scheduler stopped it)."""
         if self.trial_dir(key).is_dir() and not self.finished_metrics(key):
             write_json(self.trial_dir(key) / "status.json", {"status": status, "error": error})
+
+    def keep_error(self, key: str, text: str) -> Path | None:
+        """The full error text of a failed attempt (Ray's own copy lives in a temporary directory)."""
+        if not text or not self.trial_dir(key).is_dir():
+            return None
+        path = self.trial_dir(key) / "error.txt"
+        write_lines(path, text.rstrip("\n").split("\n"))
+        return path
 
     # --- read ----------------------------------------------------------------------
 

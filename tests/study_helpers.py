@@ -210,3 +210,31 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def small_file_system(path: Path, megabytes: int = 64):
+    """A tmpfs of ``megabytes`` mounted at ``path`` (a disk that can really fill up); skips the
+    test where mounting is not allowed (not root)."""
+    import pytest
+
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(path)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here (needs root): {mounted.stderr.strip()[:200]}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "--lazy", "--recursive", str(path)], capture_output=True, check=False)
+
+
+@contextlib.contextmanager
+def read_only(path: Path):
+    """``path`` read-only for everyone, root included (a read-only bind mount over it)."""
+    subprocess.run(["mount", "--bind", str(path), str(path)], check=True, capture_output=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], check=True, capture_output=True)
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=True, capture_output=True)

@@ -3,7 +3,9 @@ no traceback (unless --debug), and nothing half-written. One case per row of CAS
 
 from __future__ import annotations
 
+import errno
 import gzip
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -311,3 +313,15 @@ def test_bad_input_exits_2_as_a_process_and_debug_shows_the_traceback(tmp_path):
     debug = subprocess.run([sys.executable, "-m", "study.run", "ablation_srnm", "--debug"], capture_output=True,
                            text=True, cwd=tmp_path, check=False, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("code, fix", [(errno.ENOSPC, "free some space"), (errno.EROFS, "make it writable")])
+def test_a_file_system_that_refuses_a_write_is_one_line(capsys, code, fix):
+    def main(argv):
+        raise OSError(code, os.strerror(code), "/data/run/state.pt")
+
+    assert run_main(main, []) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"error: cannot write /data/run/state.pt ({os.strerror(code)}); {fix} and run the command again"
+    with pytest.raises(OSError):  # --debug shows the traceback
+        run_main(main, ["--debug"])

@@ -1,0 +1,84 @@
+"""The results directory's health during a study: full or no longer writable.
+
+A study that loses its results directory mid-way (a full disk, a file system remounted
+read-only, permissions taken away) must stop at once with one line naming the cause, keep every
+finished trial, and continue with ``--resume`` once the cause is fixed. ``StorageStopper`` stops
+all trials as soon as the directory is in trouble (so failing trials are not retried against a
+full disk), and ``check_storage`` turns the trouble into that one line after the trials stopped.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+
+from ray import tune
+
+from nmt.errors import UserError
+from nmt.fileio import STORAGE_ERRNOS
+
+MIN_FREE_BYTES = 1 << 20  # below this a checkpoint or a trial record cannot be written safely
+
+
+def storage_trouble(directory: Path) -> str | None:
+    """'full' or 'not writable' (with the reason), or None when ``directory`` takes writes."""
+    try:
+        if not os.access(directory, os.W_OK | os.X_OK):  # also False on a read-only file system
+            return "not writable"
+        stats = os.statvfs(directory)
+    except OSError as err:
+        return f"not writable ({err.strerror or err})"
+    if stats.f_bavail * stats.f_frsize < MIN_FREE_BYTES:
+        return "full"
+    return None
+
+
+class StorageStopper(tune.Stopper):
+    """Stops every trial once the results directory is full or not writable (checked at most
+    once a second), or once a write of the driver failed for such a reason."""
+
+    def __init__(self, directory: Path, every: float = 1.0):
+        self.directory = Path(directory)
+        self.every = every
+        self.error: OSError | None = None
+        self._checked = 0.0
+        self._trouble: str | None = None
+
+    def record(self, error: OSError) -> None:
+        """A write of the driver failed: keep the first error; storage errors stop the study."""
+        self.error = self.error or error
+
+    @property
+    def trouble(self) -> str | None:
+        now = time.monotonic()
+        if self._trouble is None and now - self._checked >= self.every:
+            self._checked = now
+            self._trouble = storage_trouble(self.directory)
+        if self._trouble is None and self.error is not None and self.error.errno in STORAGE_ERRNOS:
+            self._trouble = "full" if self.error.errno in (errno.ENOSPC, errno.EDQUOT) else "not writable"
+        return self._trouble
+
+    def __call__(self, trial_id, result) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.trouble is not None
+
+
+def check_storage(directory: Path, stopper: StorageStopper, study: str, results_flag: str) -> None:
+    """After the trials stopped: one line naming the cause if the results directory was full or
+    not writable (finished trials are kept; --resume continues once it is fixed)."""
+    stopper._checked = 0.0  # look again now
+    trouble = stopper.trouble
+    if trouble is None and stopper.error is None:
+        return
+    resume = f"then resume with: python -m study.run {study} --resume{results_flag} (finished trials are kept)"
+    if trouble == "full":
+        raise UserError(f"study {study} stopped: no space left on the device of {directory}; free some space, {resume}")
+    if trouble is not None:
+        raise UserError(f"study {study} stopped: its results directory {directory} is {trouble}; make it writable, "
+                        f"{resume}")
+    error = stopper.error
+    raise UserError(f"study {study} stopped: cannot write to {directory} ({error.strerror or error}); fix it, {resume}")
