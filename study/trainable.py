@@ -75,13 +75,14 @@ def train_trial(config: dict) -> None:
     store = TrialStore(Path(trial["storage"]))
     identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], "node_id": _node_id()}
     with store.hold(key):
+        # written again also for a finished trial: a record damaged since is made whole
+        store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
+                          "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
+                          "node_id": identity["node_id"]})
         finished = store.finished_metrics(key)
         if finished is not None:  # finished before the driver went away
             _report_final(finished, identity)
             return
-        store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
-                          "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
-                          "node_id": identity["node_id"]})
 
         def report(metrics: dict, checkpoint_dir: Path) -> None:
             clean = finite_metrics({**metrics, **identity, "final": 0})

@@ -23,7 +23,9 @@ from study_helpers import (
     is_loopback,
     listening_addresses,
     mlflow_runs,
+    read_only,
     skip_if_ray_node_lost,
+    small_file_system,
     start_study,
     study,
     table_rows,
@@ -100,6 +102,13 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
         state.write_bytes(state.read_bytes()[:100])
         damaged.add(unfinished.name)  # the trial key
 
+    # 6: where Ray kept its pickled state, payloads that run code when unpickled stay inert: resume
+    # and tables read only the platform's JSON records, and Ray writes nothing into the results
+    marker = tmp_path / "unpickled"
+    planted = plant_pickles(results / "ray" / "killed", marker)
+    # 3: a finished trial's record damaged (a kill mid-write on a file system without atomic rename)
+    (results / "ray" / "killed" / "trials" / next(iter(before)) / "trial.json").write_text("")
+
     # (c) during the export of the tables
     driver = start_study(*args, "--resume", env=ray_env)
     wait_for(driver, "trials done; exporting", timeout=400)
@@ -123,7 +132,30 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
 
     records = {r["key"]: r for r in load_records(results, "killed")}
     assert damaged and all(records[name]["metrics"]["resumes"] == 0 for name in damaged)  # from scratch
+    tables = study("killed", "--results", str(results), env=ray_env, module="study.table")
+    assert tables.returncode == 0, tables.stderr[-3000:]
+    assert not marker.exists(), "a pickle from the results directory was loaded"
+    assert set(results.rglob("*.pkl")) == planted  # Ray kept its own pickles elsewhere
     assert all(r["metrics"]["epochs"] == 3 and r["status"] == "ok" for r in records.values())
+
+
+def plant_pickles(experiment: Path, marker: Path) -> set[Path]:
+    """Files named like Ray's experiment state and trial errors, each a pickle that creates the
+    directory ``marker`` when it is loaded."""
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return os.makedirs, (str(marker),)
+
+    blob = pickle.dumps(Payload())
+    planted = {experiment / "tuner.pkl", experiment / "trainable.pkl", experiment / "r00s1_x" / "error.pkl"}
+    for path in planted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(blob)
+    (experiment / "experiment_state-2026-01-01_00-00-00.json").write_bytes(b"")
+    (experiment / "search_gen_state-2026-01-01_00-00-00.json").write_bytes(blob)
+    return planted
 
 
 def wait_for_unfinished_checkpoint(experiment: Path, timeout: float = 400, count: int = 1) -> Path:
@@ -210,6 +242,107 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(tmp_path, ray_e
     # every epoch once, also the one in flight at the kill that the retry trained again
     assert epochs == list(range(1, 9)), epochs
     assert child.info.status == "FINISHED"
+
+
+# --- 3: the results disk fills up, or turns read-only, mid-study ---------------------------
+
+
+def test_full_or_read_only_results_disk_stops_with_one_line_and_resumes(tmp_path, ray_env):
+    with small_file_system(tmp_path / "results") as results:
+        path = tmp_path / "disk.yaml"
+        path.write_text(grid_study("disk", TWO_BY_TWO, seeds=2, epochs=3))
+        args = [str(path), "--cpus", "1", "--results", str(results)]
+        store = results / "ray" / "disk"
+        resume = f"then resume with: python -m study.run disk --resume --results {results} (finished trials are kept)"
+
+        driver = start_study(*args, env=ray_env)
+        wait_for_unfinished_checkpoint(store)
+        filler = fill(results / "filler")
+        output, _ = driver.communicate(timeout=300)
+        skip_if_ray_node_lost(driver.returncode, output)
+        assert driver.returncode == 2 and "Traceback" not in output, output[-3000:]
+        assert f"error: study disk stopped: no space left on the device of {store}; free some space, {resume}" \
+            in output.splitlines()
+        filler.unlink()
+
+        driver = start_study(*args, "--resume", env=ray_env)
+        before = len(finished_trials(results, "disk"))
+        deadline = time.time() + 300
+        while len(finished_trials(results, "disk")) == before and time.time() < deadline:
+            time.sleep(0.2)
+        with read_only(store):
+            output, _ = driver.communicate(timeout=300)
+        skip_if_ray_node_lost(driver.returncode, output)
+        assert driver.returncode == 2 and "Traceback" not in output and "SIGINT" not in output, output[-3000:]
+        assert f"error: study disk stopped: its results directory {store} is not writable; make it writable, " \
+               f"{resume}" in output.splitlines()
+
+        resumed = study(*args, "--resume", env=ray_env)
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+        assert_complete(results, "disk", ["small", "atr"], seeds=2)
+
+
+def fill(path: Path) -> Path:
+    """Write zeros to ``path`` until its file system has no space left."""
+    chunk = bytes(1 << 20)
+    with open(path, "wb") as handle:
+        try:
+            while True:
+                handle.write(chunk)
+                handle.flush()
+        except OSError:
+            pass
+    return path
+
+
+# --- 11: one MLflow child run per trial, however the trials came and the store went ----------
+
+
+SAME_SAMPLES = """
+name: same
+description: a search whose every sample is the same configuration
+data: {preset: synthetic, size: 300, valid_size: 20, test_size: 20, max_len: 60, spm: {vocab_size: 200}}
+base:
+  model: {cell: gru, hidden: 16, emb: 16}
+  train: {batch_tokens: 600}
+  decode: {beam: 2}
+search:
+  algorithm: optuna
+  sampler: random
+  num_samples: 3
+  space:
+    model.cell: {type: categorical, choices: [gru]}
+metric: {name: valid_bleu, mode: max}
+budget: {epochs: 3}
+"""
+
+
+def test_equal_search_samples_and_an_emptied_mlflow_store_keep_one_child_run_per_trial(tmp_path, ray_env):
+    import optuna
+
+    path = tmp_path / "same.yaml"
+    path.write_text(SAME_SAMPLES)
+    results = tmp_path / "results"
+    args = [str(path), "--cpus", "1", "--results", str(results)]
+    driver = start_study(*args, env=ray_env)
+    wait_for(driver, "1/3 done")
+    kill_group(driver)
+    for lock in (results / "ray" / "same" / "trials").glob("*/.lock"):
+        wait_until_released(lock)
+    for store in results.glob("mlflow.db*"):  # the tracking store emptied: a new, empty one
+        store.unlink()
+
+    resumed = study(*args, "--resume", env=ray_env)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    rows = table_rows(results, "same")
+    assert len(rows) == 3 and all(r["label"].endswith(": cell=gru") for r in rows), rows
+    client, parents, children = mlflow_runs(results, "same")
+    assert len(children) == 3 and len({c.data.tags["trial_key"] for c in children}) == 3
+    assert all(c.info.status == "FINISHED" for c in children + parents), [c.info.status for c in children]
+    for child in children:  # every epoch of every trial, the one before the kill included
+        assert sorted(m.step for m in client.get_metric_history(child.info.run_id, "elapsed_s")) == [1, 2, 3]
+    stored = optuna.load_study(study_name="same", storage=f"sqlite:///{results / 'optuna.db'}")
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in stored.trials) == 3
 
 
 # --- 4: a worker node of a two-node cluster dies --------------------------------------------
