@@ -3,12 +3,11 @@ read-only, permissions), are one line on stderr and exit 2."""
 
 from __future__ import annotations
 
-import errno
 import sys
 from collections.abc import Callable
 
 from nmt.errors import UserError
-from nmt.fileio import STORAGE_ERRNOS
+from nmt.fileio import STORAGE_ERRNOS, refused_write_cause
 
 
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
@@ -23,7 +22,7 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
     except OSError as err:
         if debug or err.errno not in STORAGE_ERRNOS:
             raise
-        fix = "free some space" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "make it writable"
+        fix = "free some space" if refused_write_cause(err) == "full" else "make it writable"
         print(f"error: cannot write {err.filename or 'a file'} ({err.strerror}); {fix} and run the command again",
               file=sys.stderr)
         return 2

@@ -19,6 +19,11 @@ from nmt.errors import UserError
 STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
+def refused_write_cause(err: OSError) -> str:
+    """Why a file system refused a write, in the words of the error messages: 'full' or 'not writable'."""
+    return "full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "not writable"
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary path in ``path``'s directory, fsync it, rename it to ``path``."""
     path = Path(path)

@@ -35,19 +35,19 @@ class VerdictCallback(tune.Callback):
         self.store = store
         self.storage = storage
 
-    def _write(self, write, *args) -> None:
-        if self.storage.trouble is not None:
+    def _write(self, trial, write, *args) -> None:
+        if self.storage.trouble() is not None:
             return
         try:
-            write(trial_key(args[0].config), *args[1:])
+            write(trial_key(trial.config), *args)
         except OSError as err:
             self.storage.record(err)
 
     def _give_up(self, trial, status: str, error: str = "") -> None:
-        self._write(self.store.give_up, trial, status, error)
+        self._write(trial, self.store.give_up, status, error)
 
     def _keep_error(self, trial) -> None:
-        self._write(self.store.keep_error, trial, trial.get_error() or "")
+        self._write(trial, self.store.keep_error, trial.get_error() or "")
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self._keep_error(trial)

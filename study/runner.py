@@ -32,7 +32,6 @@ from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
-from study.callbacks import VerdictCallback
 from study.ownership import StudyLock, owned_path
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.spec import StudySpec, Trial, expand, spec_to_dict
@@ -217,7 +216,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                 try:
                     tuner.fit()
                 except Exception:
-                    if storage.trouble is None:
+                    if storage.trouble() is None:
                         raise
         try:
             check_storage(exp_dir, storage, spec.name, opts.results_flag())
@@ -449,7 +448,7 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
     Ray's bookkeeping."""
     from ray import tune
 
-    from study.callbacks import MlflowCallback, ProgressCallback
+    from study.callbacks import MlflowCallback, ProgressCallback, VerdictCallback
     from study.trainable import TRIAL, train_trial
 
     resources = trial_resources(spec, opts)

@@ -9,7 +9,6 @@ full disk), and ``check_storage`` turns the trouble into that one line after the
 
 from __future__ import annotations
 
-import errno
 import os
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 from ray import tune
 
 from nmt.errors import UserError
-from nmt.fileio import STORAGE_ERRNOS
+from nmt.fileio import STORAGE_ERRNOS, refused_write_cause
 
 MIN_FREE_BYTES = 1 << 20  # below this a checkpoint or a trial record cannot be written safely
 
@@ -50,28 +49,26 @@ class StorageStopper(tune.Stopper):
         """A write of the driver failed: keep the first error; storage errors stop the study."""
         self.error = self.error or error
 
-    @property
-    def trouble(self) -> str | None:
-        now = time.monotonic()
-        if self._trouble is None and now - self._checked >= self.every:
-            self._checked = now
+    def trouble(self, now: bool = False) -> str | None:
+        """'full', 'not writable' or None; ``now`` looks at the directory again at once."""
+        if self._trouble is None and (now or time.monotonic() - self._checked >= self.every):
+            self._checked = time.monotonic()
             self._trouble = storage_trouble(self.directory)
         if self._trouble is None and self.error is not None and self.error.errno in STORAGE_ERRNOS:
-            self._trouble = "full" if self.error.errno in (errno.ENOSPC, errno.EDQUOT) else "not writable"
+            self._trouble = refused_write_cause(self.error)
         return self._trouble
 
     def __call__(self, trial_id, result) -> bool:
         return False
 
     def stop_all(self) -> bool:
-        return self.trouble is not None
+        return self.trouble() is not None
 
 
 def check_storage(directory: Path, stopper: StorageStopper, study: str, results_flag: str) -> None:
     """After the trials stopped: one line naming the cause if the results directory was full or
     not writable (finished trials are kept; --resume continues once it is fixed)."""
-    stopper._checked = 0.0  # look again now
-    trouble = stopper.trouble
+    trouble = stopper.trouble(now=True)
     if trouble is None and stopper.error is None:
         return
     resume = f"then resume with: python -m study.run {study} --resume{results_flag} (finished trials are kept)"
