@@ -90,6 +90,15 @@ class ModelConfig:
     gate_inputs: list[str] | None = None  # subset of state, source, prev_word (default: all three)
     gate_granularity: Literal["element", "scalar"] | None = None  # default: element
     deep_output: bool = True  # output layer sees [t_i; c_i; e(y_{i-1})]
+    # Softmax straight over the top decoder state (SR-NMT's "standard softmax layer"): removes the
+    # output layer tanh(W_o [...]); needs deep_output: false.
+    plain_output: bool = False
+    # scaled: U(+-1/sqrt(fan_in)) matrices, N(0, 1/emb) embeddings read times sqrt(emb) (ours);
+    # uniform: every weight, bias and embedding U(-init_range, init_range), embeddings read as they
+    # are (the ATR and Context Gates papers, init_range 0.08). Layer-norm gains and FSMN taps keep
+    # their starting values in both.
+    init: Literal["scaled", "uniform"] = "scaled"
+    init_range: float = 0.08
     tie_embeddings: bool = False  # target input and output embeddings share weights
     peephole: bool = False  # lstm: diagonal c->gate links; sru: v2 gates with v*c_{t-1}
     gates: Literal["twin", "coupled", "independent"] | None = None  # atr
@@ -99,6 +108,13 @@ class ModelConfig:
     memory: Literal["scalar", "vector"] | None = None  # fsmn
     order: int | None = None  # fsmn memory order N (taps 0..N)
     input_window: int | None = None  # fsmn: words per input position (1 or 2)
+    # fsmn: which encoder layers have a memory block; middle = all but the first and the last
+    # (the paper's 4-layer encoder has them in layers 2 and 3); the others are plain ReLU layers.
+    memory_layers: Literal["all", "middle"] | None = None
+    memory_lr_scale: float | None = None  # fsmn: learning rate of the memory taps / the rest (paper 0.01)
+    # srnmt: divide every attention context by sqrt(d) (the paper's c_i = attn(s~_i, H) / sqrt(d)).
+    # With layer norm the LN after c_i W_c cancels the factor; it matters in the -LN ablations.
+    context_scale: bool | None = None
 
 
 @dataclass
@@ -353,6 +369,9 @@ CELL_OPTIONS: dict[str, tuple[tuple[str, ...], Any]] = {
     "memory": (("fsmn",), "scalar"),
     "order": (("fsmn",), 10),
     "input_window": (("fsmn",), 1),
+    "memory_layers": (("fsmn",), "all"),
+    "memory_lr_scale": (("fsmn",), 1.0),
+    "context_scale": (("srnmt",), False),
     "decoder_style": (STEP_CELLS, "luong"),
 }
 
@@ -424,6 +443,15 @@ def validate(cfg: Config, source: str) -> None:
             fail(f"model.{key}", getattr(m, key), "must be >= 1")
     if not 0.0 <= m.dropout < 1.0:
         fail("model.dropout", m.dropout, "must be in [0, 1)")
+    if not 0.0 < m.init_range <= 1.0:
+        fail("model.init_range", m.init_range, "must be in (0, 1], e.g. 0.08 (the ATR and Context Gates papers)")
+    if m.plain_output:
+        if m.deep_output:
+            fail("model.plain_output", m.plain_output, "the softmax reads the top state, not a deep output; "
+                 "set model.deep_output: false too")
+        if m.tie_embeddings and m.emb != m.hidden:
+            fail("model.tie_embeddings", m.tie_embeddings, f"with plain_output the softmax reads the {m.hidden}-wide "
+                 f"state, so tied embeddings need model.emb = model.hidden (got {m.emb})")
     if m.bidirectional and m.dir_size == "half" and m.hidden % 2:
         fail("model.hidden", m.hidden, "must be even with bidirectional encoders of dir_size half")
     if m.cell == "srnmt":
@@ -433,6 +461,11 @@ def validate(cfg: Config, source: str) -> None:
     if m.cell == "fsmn":
         if m.order < 0:
             fail("model.order", m.order, "must be >= 0")
+        if m.memory_layers == "middle" and m.enc_layers < 3:
+            fail("model.memory_layers", m.memory_layers, f"the encoder's middle layers are those between the first "
+                 f"and the last; with enc_layers = {m.enc_layers} there are none. Use enc_layers >= 3 (the paper: 4)")
+        if not 0.0 < m.memory_lr_scale <= 1.0:
+            fail("model.memory_lr_scale", m.memory_lr_scale, "must be in (0, 1], e.g. 0.01 (the paper's)")
         if m.input_window not in (1, 2):
             fail("model.input_window", m.input_window, "must be 1 or 2 words")
         if m.attention == "dot":

@@ -2,6 +2,11 @@
 
 ``Seq2Seq`` is built from a ``ModelConfig`` alone (plus vocabulary sizes),
 so a checkpoint's config rebuilds the exact model.
+
+Dropout is applied once before every parameter matrix that reads a layer's
+input (the softmax matrix included), by the module that owns the matrix;
+the embeddings themselves are not dropped here, or the first matrix of each
+side would see them dropped twice.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from torch import Tensor, nn
 from nmt.config import ModelConfig
 from nmt.decoders import Memory, make_decoder
 from nmt.encoders import make_encoder
+from nmt.modules.memory_block import MemoryBlock
 
 PAD = 0
 
@@ -23,19 +29,43 @@ class Seq2Seq(nn.Module):
         self.cfg = cfg
         self.src_embed = nn.Embedding(src_vocab, cfg.emb, padding_idx=PAD)
         self.tgt_embed = nn.Embedding(tgt_vocab, cfg.emb, padding_idx=PAD)
-        self.dropout = nn.Dropout(cfg.dropout)
         self.encoder = make_encoder(cfg)
         self.decoder = make_decoder(cfg, self.encoder.output_size)
-        self.generator = nn.Linear(cfg.emb, tgt_vocab)
-        # Weights N(0, 1/emb), lookups scaled by sqrt(emb): inputs have unit scale
-        # and softmax weights tied to the target embeddings start with sane logits.
-        self.embed_scale = cfg.emb ** 0.5
-        for embedding in (self.src_embed, self.tgt_embed):
-            nn.init.normal_(embedding.weight, std=cfg.emb ** -0.5)
-            with torch.no_grad():
+        self.generator = nn.Linear(self.decoder.output.size, tgt_vocab)
+        self.output_dropout = nn.Dropout(cfg.dropout)  # before the softmax matrix
+        if cfg.init == "uniform":
+            self.embed_scale = 1.0
+            self._init_uniform(cfg.init_range)
+        else:
+            # Weights N(0, 1/emb), lookups scaled by sqrt(emb): inputs have unit scale
+            # and softmax weights tied to the target embeddings start with sane logits.
+            self.embed_scale = cfg.emb ** 0.5
+            for embedding in (self.src_embed, self.tgt_embed):
+                nn.init.normal_(embedding.weight, std=cfg.emb ** -0.5)
+        with torch.no_grad():
+            for embedding in (self.src_embed, self.tgt_embed):
                 embedding.weight[PAD].zero_()
         if cfg.tie_embeddings:
             self.generator.weight = self.tgt_embed.weight
+
+    def _init_uniform(self, bound: float) -> None:
+        """Every weight, bias and embedding U(-bound, bound); layer-norm gains and biases and
+        FSMN memory taps keep their starting values (the papers that use this have neither)."""
+        kept = {id(p) for module in self.modules() if isinstance(module, nn.LayerNorm) for p in module.parameters()}
+        kept |= {id(p) for module in self.modules() if isinstance(module, MemoryBlock) for p in module.parameters()}
+        for p in self.parameters():
+            if id(p) not in kept:
+                nn.init.uniform_(p, -bound, bound)
+
+    def lr_scales(self) -> list[tuple[list[nn.Parameter], float]]:
+        """Parameter groups and their learning-rate factors: FSMN memory taps learn at
+        ``memory_lr_scale`` times the rate of everything else (1 for other units)."""
+        scale = self.cfg.memory_lr_scale if self.cfg.memory_lr_scale is not None else 1.0
+        taps = [p for module in self.modules() if isinstance(module, MemoryBlock) for p in module.parameters()]
+        if scale == 1.0 or not taps:
+            return [(list(self.parameters()), 1.0)]
+        tap_ids = {id(p) for p in taps}
+        return [([p for p in self.parameters() if id(p) not in tap_ids], 1.0), (taps, scale)]
 
     # --- reporting ---------------------------------------------------------------
 
@@ -51,16 +81,16 @@ class Seq2Seq(nn.Module):
     # --- computation -------------------------------------------------------------
 
     def embed_target(self, y: Tensor) -> Tensor:
-        return self.dropout(self.tgt_embed(y) * self.embed_scale)
+        return self.tgt_embed(y) * self.embed_scale
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
-        states = self.encoder(self.dropout(self.src_embed(src) * self.embed_scale), src_mask)
+        states = self.encoder(self.src_embed(src) * self.embed_scale, src_mask)
         return self.decoder.prepare({"states": states, "mask": src_mask})
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_mask: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, V)."""
         memory = self.encode(src, src_mask)
-        return self.generator(self.decoder(memory, self.embed_target(tgt_in), tgt_mask))
+        return self.generator(self.output_dropout(self.decoder(memory, self.embed_target(tgt_in), tgt_mask)))
 
     def loss(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, tgt_out: Tensor, tgt_mask: Tensor,
              label_smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
@@ -78,7 +108,7 @@ class Seq2Seq(nn.Module):
     def step_log_probs(self, memory: Memory, y_prev: Tensor, state: dict) -> tuple[Tensor, dict]:
         """One decoding step: log p(y_t | y_<t, x) (B, V) and the new decoder state."""
         o, state = self.decoder.step(memory, self.embed_target(y_prev), state)
-        return torch.log_softmax(self.generator(o), dim=-1), state
+        return torch.log_softmax(self.generator(self.output_dropout(o)), dim=-1), state
 
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:

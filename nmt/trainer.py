@@ -126,7 +126,9 @@ class Trainer:
         """A newly initialised model, optimiser and progress (the start of every run)."""
         cfg = self.cfg
         self.model: Seq2Seq = build_model(cfg.model, len(self.data.src_vocab), len(self.data.tgt_vocab)).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.train.lr)
+        groups = [{"params": params, "lr": cfg.train.lr * scale, "lr_scale": scale}
+                  for params, scale in self.model.lr_scales()]
+        self.optimizer = torch.optim.Adam(groups, lr=cfg.train.lr)
         self.progress = Progress(lr=cfg.train.lr)
 
     # --- state -------------------------------------------------------------------
@@ -134,7 +136,7 @@ class Trainer:
     def _set_lr(self, lr: float) -> None:
         self.progress.lr = lr
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)
 
     def save_checkpoint(self) -> None:
         rng = {"torch": torch.get_rng_state(), "python": random.getstate()}

@@ -93,6 +93,16 @@ BAD = [
     (["data.lexicon=0"], "data.lexicon = 0.0", "(0, 1]"),
     (["data.lexicon=1.5"], "data.lexicon = 1.5", "(0, 1]"),
     (["data.max_words=5"], "data.max_words = 5", ">= 8"),
+    (["model.init=xavier"], "model.init = 'xavier' is not allowed", "scaled, uniform"),
+    (["model.init=uniform", "model.init_range=0"], "model.init_range = 0.0", "(0, 1]"),
+    (["model.plain_output=true"], "model.plain_output = True", "deep_output: false"),
+    (["model.plain_output=true", "model.deep_output=false", "model.tie_embeddings=true", "model.emb=32"],
+     "model.tie_embeddings = True", "model.emb = model.hidden"),
+    (["model.cell=gru", "model.context_scale=true"], "model.context_scale", "applies to srnmt"),
+    (["model.cell=srnmt", "model.memory_layers=middle"], "model.memory_layers", "applies to fsmn"),
+    (["model.cell=fsmn", "model.memory_layers=middle", "model.enc_layers=2"], "model.memory_layers = 'middle'",
+     "enc_layers >= 3"),
+    (["model.cell=fsmn", "model.memory_lr_scale=0"], "model.memory_lr_scale = 0.0", "(0, 1]"),
 ]
 
 

@@ -33,6 +33,14 @@ MODELS = {
     "fsmn": ["model.cell=fsmn", "model.attention=general"],
     "fsmn-window2-vector-multi": ["model.cell=fsmn", "model.input_window=2", "model.memory=vector",
                                   "model.dec_layers=2", "model.multi_attention=true", "model.dir_size=full"],
+    # the papers' own settings where they differ from our defaults
+    "srnmt-paper-no-ln": ["model.cell=srnmt", "model.enc_layers=2", "model.dec_layers=2", "model.layer_norm=false",
+                          "model.context_scale=true", "model.plain_output=true", "model.deep_output=false",
+                          "model.init=uniform"],
+    "gru-cg-paper": ["model.cell=gru", "model.decoder_style=bahdanau", "model.context_gate=both",
+                     "model.init=uniform", "model.dropout=0.3"],
+    "fsmn-paper": ["model.cell=fsmn", "model.enc_layers=4", "model.memory_layers=middle", "model.order=5",
+                   "model.memory_lr_scale=0.01", "model.dropout=0.0"],
 }
 SRNMT_FLAGS = list(itertools.product([True, False], repeat=3))
 GATES = [(strategy, cell) for strategy in ("none", "source", "target", "both") for cell in ("rnn", "gru", "lstm", "atr", "ran")]
@@ -145,6 +153,47 @@ def learns(model: Seq2Seq, steps: int = 8) -> bool:
     return all(torch.isfinite(torch.tensor(losses))) and losses[-1] < losses[0]
 
 
+EMBEDDING_READERS = {
+    "lstm": ["model.cell=lstm"],
+    "sru": ["model.cell=sru"],
+    "atr-bahdanau-cg": ["model.cell=atr", "model.decoder_style=bahdanau", "model.context_gate=both"],
+    "gru-luong-no-feeding": ["model.cell=gru", "model.input_feeding=false"],
+    "srnmt": ["model.cell=srnmt"],
+    "fsmn": ["model.cell=fsmn"],
+}
+
+
+@pytest.mark.parametrize("name", list(EMBEDDING_READERS))
+def test_dropout_hits_each_embedding_once_before_every_matrix_that_reads_it(name):
+    """With dropout p, a p share of the embedding entries each matrix reads is zero (p^2 + ... more
+    if the embeddings were dropped twice, as before: 75% zeros at p = 0.5)."""
+    emb, p = 12, 0.5
+    torch.manual_seed(0)
+    cfg = load_config(None, [*EMBEDDING_READERS[name], "model.hidden=16", f"model.emb={emb}", f"model.dropout={p}"]).model
+    model = Seq2Seq(cfg, V, V).train()
+    g = torch.Generator().manual_seed(2)
+    src, tgt = torch.randint(4, V, (16, 10), generator=g), torch.randint(4, V, (16, 10), generator=g)
+    mask = torch.ones(16, 10, dtype=torch.bool)  # no padding: every zero comes from dropout
+    seen: list[torch.Tensor] = []
+
+    class RecordLinearInputs(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.nn.functional.linear and args[0].size(-1) == emb:
+                seen.append(args[0].detach())
+            return func(*args, **(kwargs or {}))
+
+    deep_output_words: list[torch.Tensor] = []
+    model.decoder.output.proj.register_forward_pre_hook(lambda m, a: deep_output_words.append(a[0][..., -emb:]))
+    with RecordLinearInputs():
+        model.loss(src, mask, tgt, tgt, mask)
+    seen += deep_output_words
+    assert len(seen) >= 2
+    zero_share = [float((x == 0).double().mean()) for x in seen]
+    assert all(0.3 < share < 0.7 for share in zero_share), zero_share  # each reader: dropped once
+    total = sum(float((x == 0).sum()) for x in seen) / sum(x.numel() for x in seen)
+    assert abs(total - p) < 0.03, total
+
+
 def test_gru_parameter_count_by_hand():
     E, H = 6, 8
     model = build(["model.cell=gru"], hidden=H, emb=E)
@@ -205,3 +254,59 @@ def test_embeddings_have_unit_scale_and_tied_logits_start_near_uniform():
     _, nll = model.loss(src, src_mask, tgt, tgt, tgt_mask)
     per_token = float(nll) / int(tgt_mask.sum())
     assert abs(per_token - torch.log(torch.tensor(float(V))).item()) < 0.5
+
+
+def test_uniform_init_draws_every_weight_from_the_range_and_reads_embeddings_unscaled():
+    model = build(["model.cell=srnmt", "model.init=uniform", "model.init_range=0.05"], hidden=16, emb=16)
+    for name, parameter in model.named_parameters():
+        if "norm" in name:  # layer-norm gains and biases keep 1 and 0
+            assert parameter.abs().max() <= 1.0 and parameter.std() == 0, name
+            continue
+        assert parameter.abs().max() <= 0.05, name
+        assert parameter.abs().max() > 0.03 or name.endswith("embed.weight"), name  # drawn, not left at zero
+    assert model.embed_scale == 1.0
+    scaled = build(["model.cell=srnmt"], hidden=16, emb=16)
+    assert scaled.embed_scale == 4.0
+
+
+def test_plain_output_feeds_the_top_state_to_the_softmax():
+    model = build(["model.cell=srnmt", "model.plain_output=true", "model.deep_output=false"], hidden=8, emb=6)
+    assert model.generator.in_features == 8  # the state's size, not the embedding's
+    assert not hasattr(model.decoder.output, "proj")
+    deep = build(["model.cell=srnmt"], hidden=8, emb=6)
+    assert deep.parameter_count - model.parameter_count == (8 + 8 + 6) * 6 + 6 + (6 - 8) * V
+
+
+def test_srnmt_context_scale_divides_every_context_by_sqrt_d():
+    overrides = ["model.cell=srnmt", "model.layer_norm=false", "model.enc_layers=2", "model.dec_layers=2"]
+    plain, scaled = build(overrides, hidden=16, emb=16), build([*overrides, "model.context_scale=true"], hidden=16, emb=16)
+    src, src_mask, tgt, tgt_mask = batch()
+    memory = plain.encode(src, src_mask)
+    query = torch.randn(3, 16, dtype=torch.float64)
+    torch.testing.assert_close(scaled.decoder.attend_scaled("0", query, memory),
+                               plain.decoder.attend_scaled("0", query, memory) / 4.0)
+    assert not torch.allclose(plain(src, src_mask, tgt, tgt_mask), scaled(src, src_mask, tgt, tgt_mask))
+    # With LN, the factor changes the model only through the bias of c W_c + b (the paper's
+    # LN(c W_c) has none): zero the biases and the two agree; the plain output does not read c again.
+    with_ln = ["model.cell=srnmt", "model.enc_layers=2", "model.dec_layers=2", "model.plain_output=true",
+               "model.deep_output=false"]
+    outputs = []
+    for flags in (with_ln, [*with_ln, "model.context_scale=true"]):
+        model = build(flags, hidden=16, emb=16)
+        with torch.no_grad():
+            for layer in model.decoder.layers:
+                layer.context_proj.bias.zero_()
+        outputs.append(model(src, src_mask, tgt, tgt_mask))
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=1e-2)  # up to LN's epsilon
+
+
+def test_fsmn_middle_memory_layers_and_slower_filters():
+    model = build(MODELS["fsmn-paper"], hidden=16, emb=8)
+    for network in model.encoder.networks:
+        assert [layer.memory is not None for layer in network["layers"]] == [False, True, True, False]
+    groups = model.lr_scales()
+    assert [scale for _, scale in groups] == [1.0, 0.01]
+    taps = {id(p) for p in groups[1][0]}
+    assert len(taps) == 4 + 1  # two middle layers x two directions, one decoder layer
+    assert all(id(p) not in taps for p in groups[0][0])
+    assert sum(len(params) for params, _ in groups) == len(list(model.parameters()))

@@ -155,6 +155,20 @@ def test_plateau_restarts_from_best_with_lower_lr(tmp_path, tiny_config, tiny_da
     assert all(torch.equal(best[k], v) for k, v in trainer.model.state_dict().items())
 
 
+def test_fsmn_memory_taps_keep_their_lower_learning_rate_through_decay_and_resume(tmp_path, tiny_config, tiny_data):
+    cfg = tiny_config("model.cell=fsmn", "model.enc_layers=3", "model.memory_layers=middle",
+                      "model.memory_lr_scale=0.01", "train.lr_decay=halve")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    trainer.fit()
+    lrs = [group["lr"] for group in trainer.optimizer.param_groups]
+    assert lrs == pytest.approx([cfg.train.lr * 0.5, cfg.train.lr * 0.5 * 0.01])  # one epoch, halved once
+    resumed = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    assert resumed.resume(tmp_path / "checkpoint")
+    assert [group["lr"] for group in resumed.optimizer.param_groups] == pytest.approx(lrs)
+    taps = {id(p) for p in resumed.optimizer.param_groups[1]["params"]}
+    assert taps == {id(m.taps) for m in resumed.model.modules() if hasattr(m, "taps")}
+
+
 def test_huge_learning_rate_ends_as_diverged_not_exception(tmp_path, tiny_config):
     cfg = tiny_config("model.cell=srnmt", "model.layer_norm=false", "model.highway=false", "train.lr=1e30",
                       "train.clip=0", "train.max_epochs=3")

@@ -39,11 +39,12 @@ def memory_blocks(run: Run, all_layers: bool) -> dict[str, torch.Tensor]:
                         "fsmn_filters needs a model with model.cell: fsmn")
     stacks = {}
     for d, network in enumerate(run.model.encoder.networks):
-        stacks["FSMNEnc-R" if d == 1 else "FSMNEnc"] = [layer.memory for layer in network["layers"]]
-    stacks["FSMNDec"] = [layer.memory for layer in run.model.decoder.layers]
+        stacks["FSMNEnc-R" if d == 1 else "FSMNEnc"] = list(enumerate((layer.memory for layer in network["layers"]), 1))
+    stacks["FSMNDec"] = list(enumerate((layer.memory for layer in run.model.decoder.layers), 1))
     blocks = {}
     for name, layers in stacks.items():
-        chosen = list(enumerate(layers, 1)) if all_layers else [(len(layers), layers[-1])]
+        layers = [(number, block) for number, block in layers if block is not None]  # memory_layers: middle
+        chosen = layers if all_layers else [layers[-1]]
         for number, block in chosen:
             blocks[f"{name} layer {number}"] = block.taps.detach().double()
     return blocks

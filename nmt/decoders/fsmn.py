@@ -22,7 +22,7 @@ from nmt.config import ModelConfig
 from nmt.decoders.base import Decoder, DecoderState, Memory
 from nmt.encoders.fsmn import previous_word_window
 from nmt.modules.attention import Attention
-from nmt.modules.layers import DeepOutput, LayerConnection
+from nmt.modules.layers import LayerConnection, make_output
 from nmt.modules.memory_block import MemoryBlock
 
 
@@ -64,7 +64,7 @@ class FSMNDecoder(Decoder):
             self.connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
             if attends:
                 self.attentions[str(layer)] = Attention(2 * size, memory_size, cfg.attention, cfg.layer_norm)
-        self.output = DeepOutput(size, memory_size, cfg.emb, cfg.deep_output, cfg.dropout)
+        self.output = make_output(cfg, size, memory_size)
 
     def forward(self, memory: Memory, y_emb: Tensor, y_mask: Tensor) -> Tensor:
         x = previous_word_window(y_emb, self.window)

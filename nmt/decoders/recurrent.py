@@ -14,7 +14,8 @@ context enters the recurrence, h^l_i = f(W x^l_i + U h^l_{i-1} + C c^l_i),
 optionally through a context gate (Tu et al. 2017). This needs the step loop.
 
 ``multi_attention``: every layer attends (otherwise the top layer only).
-Output: o_i = tanh(W_o [h^L_i; c^L_i; e(y_{i-1})]) (``deep_output``).
+Output: o_i = tanh(W_o [h^L_i; c^L_i; e(y_{i-1})]) (``deep_output``), or the
+top state itself (``plain_output``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from nmt.config import ModelConfig
 from nmt.decoders.base import Decoder, DecoderState, InitialState, Memory
 from nmt.modules.attention import Attention
 from nmt.modules.context_gate import ContextGate
-from nmt.modules.layers import DeepOutput, LayerConnection
+from nmt.modules.layers import LayerConnection, make_output
 
 
 class RecurrentDecoder(Decoder):
@@ -57,11 +58,11 @@ class RecurrentDecoder(Decoder):
                 self.context_terms[name] = nn.Linear(memory_size, cell.chunks * hidden, bias=False)
                 if cfg.context_gate != "none":
                     self.gates[name] = ContextGate(cfg.context_gate, cfg.gate_inputs, cfg.gate_granularity,
-                                                   cfg.emb, hidden, memory_size)
+                                                   cfg.emb, hidden, memory_size, cfg.dropout)
             elif layer < layers - 1:
                 self.combiners[name] = nn.Linear(hidden + memory_size, hidden)
         self.init = InitialState(memory_size, hidden, layers)
-        self.output = DeepOutput(hidden, memory_size, cfg.emb, cfg.deep_output, cfg.dropout)
+        self.output = make_output(cfg, hidden, memory_size)
         self.emb_size = cfg.emb
 
     # --- incremental -----------------------------------------------------------

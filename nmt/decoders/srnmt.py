@@ -15,9 +15,15 @@ removes every LN; ``highway: false`` gives s_i = o_i;
 other layers use o_i = tanh(LN(s~_i W_s)). Without the highway, W has no z
 block (W in R^{d x 2d}).
 
-The paper also divides c_i by sqrt(d) to damp the encoder's gradient from
-many attentions; the LN after c_i W_c cancels that in the forward pass, so
-it is not applied here (with ``layer_norm: false`` c_i is unscaled).
+The paper divides c_i by sqrt(d) to damp the encoder's gradient from many
+attentions, c_i = attn(s~_i, H) / sqrt(d); ``context_scale: true`` does so.
+It is off by default (our models train well without it). The LN after c_i W_c
+would cancel the factor if W_c had no bias; ours has one, so the factor
+changes how much of LN(c_i W_c + b_c) comes from the context, in every
+variant, and what a deep output reads of c_i.
+The paper's output is "a standard softmax layer over the target vocabulary"
+on s_i (``plain_output: true, deep_output: false``); our default is the
+deep output of the other decoders, so that the units share one output layer.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from torch import Tensor, nn
 from nmt.config import ModelConfig
 from nmt.decoders.base import Decoder, DecoderState, InitialState, Memory
 from nmt.modules.attention import Attention
-from nmt.modules.layers import DeepOutput, LayerConnection
+from nmt.modules.layers import LayerConnection, make_output
 from nmt.ops.linear_scan import linear_scan
 
 
@@ -86,7 +92,13 @@ class SRNMTDecoder(Decoder):
             if attends:
                 self.attentions[str(layer)] = Attention(d, memory_size, cfg.attention, cfg.layer_norm)
         self.init = InitialState(memory_size, d, layers)
-        self.output = DeepOutput(d, memory_size, cfg.emb, cfg.deep_output, cfg.dropout)
+        self.output = make_output(cfg, d, memory_size)
+        self.context_factor = d ** -0.5 if cfg.context_scale else 1.0
+
+    def attend_scaled(self, name: str, query: Tensor, memory: Memory) -> Tensor:
+        """c_i = attn(query, H), divided by sqrt(d) with ``context_scale``."""
+        context = self.attend(name, query, memory)[0]
+        return context * self.context_factor if self.context_factor != 1.0 else context
 
     def forward(self, memory: Memory, y_emb: Tensor, y_mask: Tensor) -> Tensor:
         x, context = y_emb, None
@@ -97,7 +109,7 @@ class SRNMTDecoder(Decoder):
             b = torch.where(m, torch.sigmoid(g) * y_tilde, 0.0)
             s_tilde = linear_scan(a, b, s0)
             name = str(index)
-            layer_context = self.attend(name, s_tilde, memory)[0] if name in self.attentions else None
+            layer_context = self.attend_scaled(name, s_tilde, memory) if name in self.attentions else None
             if layer_context is not None:
                 context = layer_context
             x = connection(layer.combine(x, z, s_tilde, layer_context), x)
@@ -115,7 +127,7 @@ class SRNMTDecoder(Decoder):
             s_tilde = (1 - gate) * state[f"{index}.s"] + gate * y_tilde
             new_state[f"{index}.s"] = s_tilde
             name = str(index)
-            layer_context = self.attend(name, s_tilde, memory)[0] if name in self.attentions else None
+            layer_context = self.attend_scaled(name, s_tilde, memory) if name in self.attentions else None
             if layer_context is not None:
                 context = layer_context
             x = connection(layer.combine(x, z, s_tilde, layer_context), x)

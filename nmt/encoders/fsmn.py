@@ -9,7 +9,10 @@ Each layer, eq. (3, 5, 6) with f = ReLU::
     h2_t = f(W h1_t + W~ m_t + b)
 
 ``input_window: 2`` feeds two words per position ([e(x_t); e(x_{t-1})] in
-each network's reading order). ``dir_size: half`` gives each network H/2;
+each network's reading order). ``memory_layers: middle`` keeps memory blocks
+only in the layers between the first and the last (the paper's 4-layer
+encoder has them in layers 2 and 3); the others are plain ReLU layers,
+h_t = f(W_h x_t + b_h). ``dir_size: half`` gives each network H/2;
 ``full`` gives H each, projected back to H.
 """
 
@@ -24,16 +27,18 @@ from nmt.modules.memory_block import MemoryBlock
 
 
 class FSMNLayer(nn.Module):
-    def __init__(self, input_size: int, size: int, order: int, memory: str, dropout: float):
+    def __init__(self, input_size: int, size: int, order: int, memory: str, dropout: float, has_memory: bool = True):
         super().__init__()
         self.dropout = nn.Dropout(dropout)
         self.hidden = nn.Linear(input_size, size)
-        self.memory = MemoryBlock(size, order, memory)
-        self.out_hidden = nn.Linear(size, size)
-        self.out_memory = nn.Linear(size, size, bias=False)
+        self.memory = MemoryBlock(size, order, memory) if has_memory else None
+        self.out_hidden = nn.Linear(size, size) if has_memory else None
+        self.out_memory = nn.Linear(size, size, bias=False) if has_memory else None
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         h1 = torch.relu(self.hidden(self.dropout(x))) * mask.unsqueeze(-1)
+        if self.memory is None:
+            return h1
         m = self.memory(h1)
         return torch.relu(self.out_hidden(self.dropout(h1)) + self.out_memory(self.dropout(m)))
 
@@ -67,7 +72,8 @@ class FSMNEncoder(nn.Module):
             connections = nn.ModuleList()
             for layer in range(cfg.enc_layers):
                 input_size = cfg.emb * self.window if layer == 0 else size
-                layers.append(FSMNLayer(input_size, size, cfg.order, cfg.memory, cfg.dropout))
+                has_memory = cfg.memory_layers == "all" or 0 < layer < cfg.enc_layers - 1
+                layers.append(FSMNLayer(input_size, size, cfg.order, cfg.memory, cfg.dropout, has_memory))
                 connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
             self.networks.append(nn.ModuleDict({"layers": layers, "connections": connections}))
         total = size * directions

@@ -16,6 +16,12 @@ How z enters the state update (Sec. 3.2)::
 For gated cells "f" is the whole cell: W e(y) is the cell's input term, U t
 its recurrent term (``history_gate``) and C s the context term, each split
 into the cell's gate chunks and scaled chunk by chunk.
+
+The gate z_i has the size n of the decoder state, one weight per element of
+the transferred signal (C s_i), as in the paper (its W_z, U_z, C_z map to
+R^n). Dropout goes before W_z and C_z, as before every matrix that reads a
+layer input; U_z reads the recurrent state, which like the cell's own U is
+not dropped.
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ class ContextGate(nn.Module):
     trace: list | None = None
 
     def __init__(self, strategy: str, inputs: list[str], granularity: str, word_size: int, state_size: int,
-                 context_size: int):
+                 context_size: int, dropout: float = 0.0):
         super().__init__()
+        self.dropout = nn.Dropout(dropout)
         self.strategy = strategy
         self.size = state_size
         out = state_size if granularity == "element" else 1
@@ -41,7 +48,7 @@ class ContextGate(nn.Module):
         self.proj = nn.ModuleDict({name: nn.Linear(sizes[name], out, bias=i == 0) for i, name in enumerate(self.inputs)})
 
     def gate(self, prev_word: Tensor, state: Tensor, context: Tensor) -> Tensor:
-        values = {"prev_word": prev_word, "state": state, "source": context}
+        values = {"prev_word": self.dropout(prev_word), "state": state, "source": self.dropout(context)}
         z = torch.sigmoid(sum(self.proj[name](values[name]) for name in self.inputs))
         if self.trace is not None:
             self.trace.append(z.detach())

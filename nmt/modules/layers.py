@@ -36,17 +36,38 @@ class DeepOutput(nn.Module):
         otherwise:    o_i = tanh(W_o [t_i; c_i] + b_o)              (Luong's attentional vector)
 
     o_i has the embedding size, so the target embeddings can be tied to the
-    softmax weights."""
+    softmax weights. Dropout goes before W_o (the model drops o_i before the
+    softmax matrix)."""
 
     def __init__(self, state_size: int, context_size: int, emb_size: int, deep: bool, dropout: float):
         super().__init__()
         self.deep = deep
+        self.size = emb_size
         self.dropout = nn.Dropout(dropout)
         self.proj = nn.Linear(state_size + context_size + (emb_size if deep else 0), emb_size)
 
     def forward(self, state: Tensor, context: Tensor, prev_word: Tensor) -> Tensor:
         parts = [state, context, prev_word] if self.deep else [state, context]
         return torch.tanh(self.proj(self.dropout(torch.cat(parts, dim=-1))))
+
+
+class PlainOutput(nn.Module):
+    """No output layer: the softmax reads the top decoder state, o_i = t_i (SR-NMT's "standard
+    softmax layer over the target vocabulary")."""
+
+    def __init__(self, state_size: int):
+        super().__init__()
+        self.size = state_size
+
+    def forward(self, state: Tensor, context: Tensor, prev_word: Tensor) -> Tensor:
+        return state
+
+
+def make_output(cfg, state_size: int, context_size: int) -> nn.Module:
+    """The output layer a ModelConfig asks for (``plain_output``, ``deep_output``)."""
+    if cfg.plain_output:
+        return PlainOutput(state_size)
+    return DeepOutput(state_size, context_size, cfg.emb, cfg.deep_output, cfg.dropout)
 
 
 def masked_mean(states: Tensor, mask: Tensor) -> Tensor:
