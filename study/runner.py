@@ -34,7 +34,7 @@ from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
 from study.ownership import StudyLock, owned_path
 from study.results import experiment_dir, load_records, load_saved_records, save_records
-from study.spec import StudySpec, Trial, expand, spec_to_dict
+from study.spec import StudySpec, Trial, expand, portable_tree, spec_to_dict
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
 from study.storage import StorageStopper, check_storage
@@ -171,7 +171,10 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
     references, stats = prepare_data(spec, opts)
     if opts.resume:
-        changes = tree_changes(state.get("request", {}), spec.tree)
+        # compared as any machine sees them: data files by content and base name, no cache
+        # directory (a clone elsewhere with the corpus at another path continues the study)
+        before = state.get("portable_request") or portable_tree(state.get("request", {}))
+        changes = tree_changes(before, portable_tree(spec.tree))
         if changes:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
                             f"resume with the same file and options, or start it over with --fresh (or copy the "
@@ -200,9 +203,11 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             print(f"closed {closed} MLflow run(s) left RUNNING by a previous driver (marked KILLED)", flush=True)
         parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
                                                          "trials": len(trials), "command": opts.command},
-                                      parent_id=(state or {}).get("parent_run_id") if opts.resume else None)
-        state = {"study": spec.name, "status": "running", "request": spec.tree, "spec": spec_to_dict(spec),
-                 "fingerprint": spec.fingerprint, "tracking_uri": uri, "parent_run_id": parent,
+                                      parent_id=_stored_parent(opts, state, uri))
+        state = {"study": spec.name, "status": "running", "request": spec.tree,
+                 "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
+                 "fingerprint": spec.fingerprint, "tracking_uri": uri,
+                 "tracking_uri_default": uri == default_tracking_uri(results_root), "parent_run_id": parent,
                  "command": opts.command, "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
                  "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats}
         write_state(study_dir, state)
@@ -256,14 +261,38 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
 
 
 def tracking_uri(opts: RunOptions, state: dict | None, results_root: Path) -> str:
-    """--tracking-uri; else, when resuming, the store the study started with; else SQLite under
-    the results directory (never a stored one otherwise: committed reference results carry
-    the absolute path of the machine that made them)."""
+    """--tracking-uri; else, when resuming, the store the study started with unless that was
+    the default one; else SQLite under the results directory. The default store is always the
+    one under the current results directory: a stored default carries the absolute path of
+    the machine (and results directory) that started the study, e.g. in committed results
+    continued from a clone."""
     if opts.tracking_uri:
         return opts.tracking_uri
-    if opts.resume and state and state.get("tracking_uri"):
+    if opts.resume and state and state.get("tracking_uri") and not stored_uri_was_default(state):
         return state["tracking_uri"]
     return default_tracking_uri(results_root)
+
+
+def _stored_parent(opts: RunOptions, state: dict | None, uri: str) -> str | None:
+    """The parent run a resumed study continues: the stored one, unless the study moved to
+    another default store (its parent run stayed in the old one)."""
+    if not opts.resume or not state:
+        return None
+    if not opts.tracking_uri and state.get("tracking_uri") != uri:
+        return None
+    return state.get("parent_run_id")
+
+
+def stored_uri_was_default(state: dict) -> bool:
+    """Whether the study started with the default tracking store: recorded in study.json
+    (``tracking_uri_default``); a study.json from before that record counts a SQLite store
+    named mlflow.db as the default of the results directory it lay in (on resume from the same
+    results directory that is the same store again)."""
+    flag = state.get("tracking_uri_default")
+    if flag is not None:
+        return bool(flag)
+    uri = state.get("tracking_uri") or ""
+    return uri.startswith("sqlite:///") and uri.endswith("/mlflow.db")
 
 
 @contextlib.contextmanager

@@ -220,8 +220,17 @@ def test_tracking_store_of_reference_results_is_not_reused(tmp_path):
     state = {"tracking_uri": "sqlite:////elsewhere/results/mlflow.db"}  # committed by another machine
     fresh = tracking_uri(RunOptions(), state, tmp_path)
     assert fresh == f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
-    assert tracking_uri(RunOptions(resume=True), state, tmp_path) == state["tracking_uri"]
+    # resumed: the default store of the results directory it started in is the default store of this one
+    assert tracking_uri(RunOptions(resume=True), state, tmp_path) == fresh  # study.json without the record
+    assert tracking_uri(RunOptions(resume=True), {**state, "tracking_uri_default": True}, tmp_path) == fresh
+    # a store chosen with --tracking-uri is kept on resume; --tracking-uri always wins
+    chosen = {**state, "tracking_uri_default": False}
+    assert tracking_uri(RunOptions(resume=True), chosen, tmp_path) == state["tracking_uri"]
+    for uri in ("http://127.0.0.1:5000", "sqlite:////shared/tracking.db"):  # not a default store
+        assert tracking_uri(RunOptions(resume=True), {"tracking_uri": uri}, tmp_path) == uri
     assert tracking_uri(RunOptions(tracking_uri="http://127.0.0.1:5000"), state, tmp_path) == "http://127.0.0.1:5000"
+    assert tracking_uri(RunOptions(resume=True, tracking_uri="http://127.0.0.1:5000"), state, tmp_path) == \
+        "http://127.0.0.1:5000"
 
 
 def test_the_readme_example_study_file_loads(tmp_path):
