@@ -34,7 +34,7 @@ from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
 from study.ownership import StudyLock, owned_path
 from study.results import experiment_dir, load_records, load_saved_records, save_records
-from study.spec import StudySpec, Trial, expand, portable_tree, spec_to_dict
+from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
 from study.storage import StorageStopper, check_storage
@@ -235,7 +235,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             name = "SIGTERM" if received else "SIGINT"
             results_flag = opts.results_flag()
             print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
-                  f"Resume with: python -m study.run {spec.name} --resume{results_flag}", file=sys.stderr, flush=True)
+                  f"Resume with: python -m study.run {study_argument(spec)} --resume{results_flag}", file=sys.stderr, flush=True)
             return 128 + (signal.SIGTERM if received else signal.SIGINT)
     finally:
         ray.shutdown()
@@ -258,6 +258,13 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
               file=sys.stderr)
     print(f"study {spec.name} done in {_clock(time.time() - start)}")
     return 0
+
+
+def study_argument(spec: StudySpec) -> str:
+    """How to name the study on the command line again: a built-in by its name, a study file
+    outside search_spaces/ by the path it was given as."""
+    source = Path(spec.source)
+    return spec.name if source.resolve() == (SPACES_DIR / f"{spec.name}.yaml").resolve() else spec.source
 
 
 def tracking_uri(opts: RunOptions, state: dict | None, results_root: Path) -> str:
