@@ -113,7 +113,7 @@ class ModelConfig:
     memory_layers: Literal["all", "middle"] | None = None
     memory_lr_scale: float | None = None  # fsmn: learning rate of the memory taps / the rest (paper 0.01)
     # srnmt: divide every attention context by sqrt(d) (the paper's c_i = attn(s~_i, H) / sqrt(d)).
-    # With layer norm the LN after c_i W_c cancels the factor; it matters in the -LN ablations.
+    # LN(c_i W_c + b_c) would cancel the factor without the bias b_c; with it, the factor matters.
     context_scale: bool | None = None
 
 

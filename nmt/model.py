@@ -51,8 +51,7 @@ class Seq2Seq(nn.Module):
     def _init_uniform(self, bound: float) -> None:
         """Every weight, bias and embedding U(-bound, bound); layer-norm gains and biases and
         FSMN memory taps keep their starting values (the papers that use this have neither)."""
-        kept = {id(p) for module in self.modules() if isinstance(module, nn.LayerNorm) for p in module.parameters()}
-        kept |= {id(p) for module in self.modules() if isinstance(module, MemoryBlock) for p in module.parameters()}
+        kept = {id(p) for p in self._parameters_of(nn.LayerNorm, MemoryBlock)}
         for p in self.parameters():
             if id(p) not in kept:
                 nn.init.uniform_(p, -bound, bound)
@@ -61,11 +60,14 @@ class Seq2Seq(nn.Module):
         """Parameter groups and their learning-rate factors: FSMN memory taps learn at
         ``memory_lr_scale`` times the rate of everything else (1 for other units)."""
         scale = self.cfg.memory_lr_scale if self.cfg.memory_lr_scale is not None else 1.0
-        taps = [p for module in self.modules() if isinstance(module, MemoryBlock) for p in module.parameters()]
+        taps = self._parameters_of(MemoryBlock)
         if scale == 1.0 or not taps:
             return [(list(self.parameters()), 1.0)]
         tap_ids = {id(p) for p in taps}
         return [([p for p in self.parameters() if id(p) not in tap_ids], 1.0), (taps, scale)]
+
+    def _parameters_of(self, *kinds: type) -> list[nn.Parameter]:
+        return [p for module in self.modules() if isinstance(module, kinds) for p in module.parameters()]
 
     # --- reporting ---------------------------------------------------------------
 

@@ -39,12 +39,12 @@ def memory_blocks(run: Run, all_layers: bool) -> dict[str, torch.Tensor]:
                         "fsmn_filters needs a model with model.cell: fsmn")
     stacks = {}
     for d, network in enumerate(run.model.encoder.networks):
-        stacks["FSMNEnc-R" if d == 1 else "FSMNEnc"] = list(enumerate((layer.memory for layer in network["layers"]), 1))
-    stacks["FSMNDec"] = list(enumerate((layer.memory for layer in run.model.decoder.layers), 1))
+        stacks["FSMNEnc-R" if d == 1 else "FSMNEnc"] = [layer.memory for layer in network["layers"]]
+    stacks["FSMNDec"] = [layer.memory for layer in run.model.decoder.layers]
     blocks = {}
     for name, layers in stacks.items():
-        layers = [(number, block) for number, block in layers if block is not None]  # memory_layers: middle
-        chosen = layers if all_layers else [layers[-1]]
+        numbered = [(number, block) for number, block in enumerate(layers, 1) if block is not None]  # memory_layers
+        chosen = numbered if all_layers else [numbered[-1]]
         for number, block in chosen:
             blocks[f"{name} layer {number}"] = block.taps.detach().double()
     return blocks
