@@ -91,6 +91,8 @@ def train_trial(config: dict) -> None:
 
         metrics = run(cfg, store.run_dir(key), report=report, resume_from=store.resume_point(key),
                       log=lambda line: print(line, flush=True))
+        store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
+                                     for epoch in metrics.get("history", [])])
         store.finish(key, {**metrics, "node_id": identity["node_id"]})
     _report_final(metrics, identity)
 
@@ -103,6 +105,8 @@ def _node_id() -> str:
     """Which Ray node ran the trial (diagnostics: trials spread over a cluster)."""
     import ray
 
+    if not ray.is_initialized():  # outside a Ray worker; asking would start a local Ray instance
+        return ""
     try:
         return ray.get_runtime_context().get_node_id()
     except Exception:  # outside a Ray worker

@@ -75,6 +75,16 @@ class TrialStore:
         write_json(self.trial_dir(key) / "history.json", {"epochs": [*history, metrics]})
         write_json(self.trial_dir(key) / "progress.json", metrics)
 
+    def complete_history(self, key: str, epochs: list[dict]) -> None:
+        """Add the epochs the record lacks from the run's own history (its checkpoint's): a
+        worker killed after an epoch's checkpoint was written but before that epoch's report
+        reached this record resumes after that epoch and would never report it again."""
+        recorded = {entry.get("epoch") for entry in self.history(key)}
+        missing = [epoch for epoch in epochs if epoch.get("epoch") not in recorded]
+        if missing:
+            history = sorted([*self.history(key), *missing], key=lambda entry: entry.get("epoch", 0))
+            write_json(self.trial_dir(key) / "history.json", {"epochs": history})
+
     def finish(self, key: str, metrics: dict) -> Path:
         """Keep the finished run as ``finished/<key>/`` (staged, then renamed into place) and drop
         the working copy; returns the finished directory."""

@@ -5,6 +5,7 @@ processes (Ray, MLflow, Optuna) on tiny data. Every test says which fault it cov
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -242,6 +243,40 @@ def test_killed_trial_worker_is_retried_from_its_last_checkpoint(tmp_path, ray_e
     # every epoch once, also the one in flight at the kill that the retry trained again
     assert epochs == list(range(1, 9)), epochs
     assert child.info.status == "FINISHED"
+
+
+def test_epoch_checkpointed_but_not_reported_at_a_kill_still_reaches_the_record(tmp_path, cache_dir):
+    """3: the kill can land after an epoch's checkpoint is written but before its report: the
+    retry resumes after that epoch and never trains it again, so the record (which MLflow is
+    reconciled against) must take it from the run's own history."""
+    from nmt.config import config_from_dict
+    from nmt.trainer import run
+    from study.spec import expand, load_study
+    from study.trainable import TRIAL, finite_metrics, train_trial
+    from study.trial_store import TrialStore
+
+    path = tmp_path / "window.yaml"
+    path.write_text(grid_study("window", "  - {label: small, set: {}}", seeds=1, epochs=3))
+    (trial,) = expand(load_study(str(path)))
+    trial.storage = str(tmp_path / "store")
+    store = TrialStore(Path(trial.storage))
+
+    class Killed(BaseException):
+        pass
+
+    def report_until_killed(metrics: dict, checkpoint_dir: Path) -> None:
+        if metrics["epoch"] == 2:
+            raise Killed  # the checkpoint of epoch 2 is on disk; its report was never sent
+        store.progress(trial.key, finite_metrics(metrics))
+
+    with pytest.raises(Killed):
+        run(config_from_dict(trial.config), store.run_dir(trial.key), report=report_until_killed, log=lambda _: None)
+    assert [e["epoch"] for e in store.history(trial.key)] == [1]
+    train_trial({TRIAL: trial.to_dict()})  # the retry, in this process (tune.report is then a no-op)
+    history = store.history(trial.key)
+    assert [e["epoch"] for e in history] == [1, 2, 3]
+    assert store.finished_metrics(trial.key)["resumes"] == 1  # continued after epoch 2, not retrained
+    assert history[1]["trial_key"] == trial.key and math.isfinite(history[1]["valid_ppl"])
 
 
 # --- 3: the results disk fills up, or turns read-only, mid-study ---------------------------
