@@ -189,7 +189,8 @@ def mlflow_runs(results: Path, study_name: str, uri: str | None = None):
     return client, parents, children
 
 
-def grid_study(name: str, variants: str, seeds: int = 1, epochs: int = 2, cell: str = "gru") -> str:
+def grid_study(name: str, variants: str, seeds: int = 1, epochs: int = 2, cell: str = "gru",
+               patience: int | None = None) -> str:
     """A tiny study file: ``variants`` is the YAML list body (one "- {label: ..., set: {...}}" per line)."""
     return f"""
 name: {name}
@@ -202,7 +203,7 @@ base:
 variants:
 {variants}
 seeds: {seeds}
-budget: {{epochs: {epochs}}}
+budget: {{epochs: {epochs}{f", patience: {patience}" if patience is not None else ""}}}
 """
 
 

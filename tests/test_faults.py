@@ -56,11 +56,12 @@ def assert_complete(results: Path, name: str, labels: list[str], seeds: int) -> 
     return children
 
 
-def start_tiny_study(tmp_path: Path, name: str, env: dict, seeds: int):
+def start_tiny_study(tmp_path: Path, name: str, env: dict, seeds: int, epochs: int = 3):
     """A 2-configuration study on one CPU, returned once its first trial has an epoch checkpoint:
     (study file, results dir, its command-line arguments, the driver process)."""
     path = tmp_path / f"{name}.yaml"
-    path.write_text(grid_study(name, TWO_BY_TWO, seeds=seeds, epochs=3))
+    # no early stopping: a study given more epochs surely runs them (time for the test to act)
+    path.write_text(grid_study(name, TWO_BY_TWO, seeds=seeds, epochs=epochs, patience=0))
     results = tmp_path / "results"
     args = [str(path), "--cpus", "1", "--results", str(results)]
     driver = start_study(*args, env=env)
@@ -194,7 +195,9 @@ def wait_until_released(lock: Path, timeout: float = 120) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_env, sig):
-    _, results, args, driver = start_tiny_study(tmp_path, "stopped", ray_env, seeds=1)
+    # SIGINT starts a second driver first (seconds of imports on a busy machine): the study must outlast it
+    epochs = 40 if sig == signal.SIGINT else 3
+    _, results, args, driver = start_tiny_study(tmp_path, "stopped", ray_env, seeds=1, epochs=epochs)
     if sig == signal.SIGTERM:  # security: the local Ray instance listens on loopback only
         addresses = listening_addresses(driver.pid)
         assert addresses and all(is_loopback(a) for a in addresses), addresses
