@@ -85,11 +85,11 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
     assert not finished_trials(results, "killed")
 
     # 8: a changed study file is refused on resume, with what changed and how to start anew
-    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=5))
+    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=5, patience=0))
     refused = study(*args, "--resume", env=ray_env)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "budget.epochs: 3 -> 5" in refused.stderr and "--fresh" in refused.stderr
-    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=3))
+    path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=3, patience=0))
 
     # (b) mid-way: one trial finished and the next one checkpointed; that checkpoint is then damaged (6)
     driver = start_study(*args, "--resume", env=ray_env)
