@@ -25,20 +25,20 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import torch
 from torch import nn
 
 from nmt.cells import make_cell
 from nmt.cli import run_main
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, config_from_dict
 from nmt.data.subword import EOS
 from nmt.errors import UserError
 from nmt.model import build_model
 from nmt.modules.memory_block import MemoryBlock
+from nmt.typed_config import apply_overrides
+from nmt.units import units
 
-CELLS = ("nn.LSTM", "lstm", "nn.GRU", "gru", "rnn", "ran", "atr", "sru", "sru-v2", "srnmt", "fsmn")
 
 
 # --- timing -----------------------------------------------------------------------
@@ -85,19 +85,6 @@ def _sync(device: torch.device) -> None:
 # --- part 1: cells ------------------------------------------------------------------
 
 
-class FSMNBlock(nn.Module):
-    """One FSMN layer as the encoder uses it: a projection, then the memory block (no recurrence)."""
-
-    def __init__(self, size: int, order: int = 10):
-        super().__init__()
-        self.linear = nn.Linear(size, size)
-        self.memory = MemoryBlock(size, order, "vector")
-
-    def forward(self, x, mask):
-        h = torch.relu(self.linear(x)) * mask.unsqueeze(-1)
-        return self.memory(h), None
-
-
 class TorchModule(nn.Module):
     def __init__(self, module: nn.Module):
         super().__init__()
@@ -107,19 +94,26 @@ class TorchModule(nn.Module):
         return self.module(x)
 
 
+def bench_cells_names() -> list[str]:
+    """torch's fused LSTM and GRU, then every unit of the registry and the variants it asks the
+    benchmark to time."""
+    names = ["nn.LSTM", "nn.GRU"]
+    for unit in units().values():
+        names += [unit.name, *unit.bench]
+    return names
+
+
 def build_layer(name: str, hidden: int) -> nn.Module:
     if name == "nn.LSTM":
         return TorchModule(nn.LSTM(hidden, hidden, batch_first=True))
     if name == "nn.GRU":
         return TorchModule(nn.GRU(hidden, hidden, batch_first=True))
-    if name == "fsmn":
-        return FSMNBlock(hidden)
-    if name == "sru-v2":  # the v2 gates read c_{t-1}: the class (b) recurrence
-        return make_cell(ModelConfig(cell="sru", peephole=True), hidden, hidden)
-    cfg = ModelConfig(cell=name)
-    if name == "srnmt":  # the SR-NMT encoder unit is bidirectional: d/2 per direction, d in total
-        return make_cell(replace(cfg, layer_norm=True, highway=True), hidden, hidden)
-    return make_cell(cfg, hidden, hidden)
+    unit = next(u for u in units().values() if name == u.name or name in u.variants)
+    if unit.cell is None:
+        return unit.bench_layer(hidden)
+    changes = unit.variants.get(name, {})
+    cfg = config_from_dict(apply_overrides({"model": {"cell": unit.name}}, list(changes.items()))).model
+    return make_cell(cfg, hidden, hidden)  # a unit bidirectional by construction takes d = hidden in total
 
 
 def matrix_elements(module: nn.Module) -> int:
@@ -135,8 +129,8 @@ def cell_step(name: str, hidden: int, batch: int, length: int, device: torch.dev
 
     def run():
         x.grad = None
-        out, _ = layer(x, mask)
-        out.sum().backward()
+        out = layer(x, mask)
+        (out[0] if isinstance(out, tuple) else out).sum().backward()
         _sync(device)
 
     return run, matrix_elements(layer)
@@ -180,17 +174,17 @@ def cell_table(hiddens: list[int], threads: list[int], batch: int, length: int, 
 # --- part 2: models -----------------------------------------------------------------
 
 
-def study_models(size: int) -> dict[str, ModelConfig]:
-    """The models of the ablation_srnmt and cells studies (their base sizes), and the
-    pairs the papers compare: SR-NMT 4L vs LSTM 2L of about the same size, FSMN vs GRU."""
-    base = ModelConfig(hidden=size, emb=size, dropout=0.1)
-    models = {f"cells/{cell}": replace(base, cell=cell, enc_layers=1, dec_layers=1)
-              for cell in ("lstm", "gru", "rnn", "ran", "atr", "sru", "srnmt", "fsmn")}
-    models["ablation_srnmt/SR-NMT 4L"] = replace(base, cell="srnmt", enc_layers=4, dec_layers=4)
+def study_models(size: int) -> dict[str, dict]:
+    """The models (model sections of a config) of the ablation_srnmt and cells studies (their
+    base sizes), and the pairs the papers compare: SR-NMT 4L vs LSTM 2L of about the same size,
+    FSMN vs GRU."""
+    base = {"hidden": size, "emb": size, "dropout": 0.1}
+    models = {f"cells/{name}": {**base, "cell": name} for name in units()}
+    models["ablation_srnmt/SR-NMT 4L"] = {**base, "cell": "srnmt", "enc_layers": 4, "dec_layers": 4}
     # the SR-NMT paper's Table 1: its LSTM baseline (OpenNMT-py, input feeding, MLP attention) has about
     # the parameters of SR-NMT 3L
-    models["pair/SR-NMT 3L"] = replace(base, cell="srnmt", enc_layers=3, dec_layers=3)
-    models["pair/LSTM 2L"] = replace(base, cell="lstm", enc_layers=2, dec_layers=2, attention="mlp")
+    models["pair/SR-NMT 3L"] = {**base, "cell": "srnmt", "enc_layers": 3, "dec_layers": 3}
+    models["pair/LSTM 2L"] = {**base, "cell": "lstm", "enc_layers": 2, "dec_layers": 2, "attention": "mlp"}
     return models
 
 
@@ -216,16 +210,14 @@ def forward_flops_per_token(model: nn.Module, source_length: int) -> int:
     return 2 * macs
 
 
-def fill_defaults(cfg: ModelConfig) -> ModelConfig:
-    from nmt.config import config_from_dict
-
-    tree = {k: v for k, v in cfg.__dict__.items() if v is not None}
-    return config_from_dict({"model": tree}).model
+def model_config(model: dict) -> ModelConfig:
+    """The resolved model config of a model section (the unit's defaults filled in)."""
+    return config_from_dict({"model": model}, source="nmt.bench").model
 
 
-def prepare_model(cfg: ModelConfig, batch: int, length: int, vocab: int, device: torch.device) -> dict:
+def prepare_model(model_section: dict, batch: int, length: int, vocab: int, device: torch.device) -> dict:
     """A model on random data (speed does not depend on the values) and its training step."""
-    cfg = fill_defaults(cfg)
+    cfg = model_config(model_section)
     model = build_model(cfg, vocab, vocab).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     src = torch.randint(4, vocab, (batch, length), device=device)
@@ -333,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="CPU thread counts (default 1 2)")
     parser.add_argument("--batch", type=int, default=64, help="batch size B (default 64)")
     parser.add_argument("--length", type=int, default=30, help="sequence length T (default 30)")
-    parser.add_argument("--cells", nargs="+", default=list(CELLS), choices=CELLS, help="cells to measure")
+    names = bench_cells_names()
+    parser.add_argument("--cells", nargs="+", default=names, choices=names, metavar="CELL",
+                        help=f"cells to measure (default: all of {', '.join(names)})")
     parser.add_argument("--model-size", type=int, default=64,
                         help="hidden and embedding size of the whole models (default 64, as in the studies)")
     parser.add_argument("--vocab", type=int, default=800,

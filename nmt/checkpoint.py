@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from nmt.config import Config, config_from_dict, dump_config, read_yaml
+from nmt.config import Config, config_from_dict, dump_config
+from nmt.typed_config import read_yaml
 from nmt.data.subword import SubwordVocab
 from nmt.errors import UserError
 from nmt.fileio import atomic_write

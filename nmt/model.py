@@ -18,7 +18,6 @@ from torch import Tensor, nn
 from nmt.config import ModelConfig
 from nmt.decoders import Memory, make_decoder
 from nmt.encoders import make_encoder
-from nmt.modules.memory_block import MemoryBlock
 
 PAD = 0
 
@@ -51,23 +50,26 @@ class Seq2Seq(nn.Module):
     def _init_uniform(self, bound: float) -> None:
         """Every weight, bias and embedding U(-bound, bound); layer-norm gains and biases and
         FSMN memory taps keep their starting values (the papers that use this have neither)."""
-        kept = {id(p) for p in self._parameters_of(nn.LayerNorm, MemoryBlock)}
+        kept = {id(p) for module in self.modules()
+                if isinstance(module, nn.LayerNorm) or getattr(module, "keeps_initial_values", False)
+                for p in module.parameters()}
         for p in self.parameters():
             if id(p) not in kept:
                 nn.init.uniform_(p, -bound, bound)
 
     def lr_scales(self) -> list[tuple[list[nn.Parameter], float]]:
-        """Parameter groups and their learning-rate factors: FSMN memory taps learn at
-        ``memory_lr_scale`` times the rate of everything else (1 for other units)."""
-        scale = self.cfg.memory_lr_scale if self.cfg.memory_lr_scale is not None else 1.0
-        taps = self._parameters_of(MemoryBlock)
-        if scale == 1.0 or not taps:
+        """Parameter groups and their learning-rate factors: the parameters of modules whose
+        ``lr_scale`` is not 1 (FSMN memory taps with ``memory_lr_scale``) learn at that factor
+        times the rate of everything else."""
+        scaled: dict[float, list[nn.Parameter]] = {}
+        for module in self.modules():
+            scale = getattr(module, "lr_scale", 1.0)
+            if scale != 1.0:
+                scaled.setdefault(scale, []).extend(module.parameters())
+        if not scaled:
             return [(list(self.parameters()), 1.0)]
-        tap_ids = {id(p) for p in taps}
-        return [([p for p in self.parameters() if id(p) not in tap_ids], 1.0), (taps, scale)]
-
-    def _parameters_of(self, *kinds: type) -> list[nn.Parameter]:
-        return [p for module in self.modules() if isinstance(module, kinds) for p in module.parameters()]
+        ids = {id(p) for group in scaled.values() for p in group}
+        return [([p for p in self.parameters() if id(p) not in ids], 1.0), *((group, s) for s, group in scaled.items())]
 
     # --- reporting ---------------------------------------------------------------
 

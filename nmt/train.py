@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from nmt.cli import run_main
-from nmt.config import Config, apply_overrides, config_from_dict, dump_config, load_config, smoke, tree_changes
+from nmt.config import Config, config_from_dict, config_yaml, load_config, smoke
+from nmt.typed_config import apply_overrides, tree_changes
+from nmt.units import describe, unit_names
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
 
@@ -22,8 +24,8 @@ DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m nmt.train",
-        description="Train an attentional encoder-decoder with any recurrent unit "
-                    "(lstm gru rnn ran atr sru srnmt fsmn) and evaluate it with sacreBLEU.",
+        description=f"Train an attentional encoder-decoder with any recurrent unit ({' '.join(unit_names())}; "
+                    "python -m nmt.units describes them) and evaluate it with sacreBLEU.",
         epilog="Example: python -m nmt.train --config nmt/configs/multi30k_gru.yaml --set train.max_epochs=5 "
                "--out runs/gru",
     )
@@ -123,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = prepare_config(args)
     if args.print_config:
-        dump_config(cfg, "/dev/stdout")
+        print(config_yaml(cfg), end="")
+        print("# " + "\n# ".join(describe(cfg.model.unit)))  # the unit's options, with what each does
         return 0
     replace = check_out_dir(args.out, args.resume, args.force)
     if args.resume:

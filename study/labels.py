@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from nmt.units import label, units
+
 # key -> (name when it is the only component removed, short name in combinations)
 COMPONENTS = {
     "model.layer_norm": ("LayerNorm", "LN"),
@@ -14,11 +16,13 @@ COMPONENTS = {
     "model.tie_embeddings": ("Tied embeddings", "TE"),
 }
 
-CELLS = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN", "ran": "RAN", "atr": "ATR", "sru": "SRU", "srnmt": "SR-NMT",
-         "fsmn": "FSMN"}
 
 
 def component_names(key: str) -> tuple[str, str]:
+    """A unit's option goes by its name alone: model.srnmt.highway is "Highway", as model.highway."""
+    parts = key.split(".")
+    if len(parts) == 3 and parts[0] == "model" and parts[1] in units():
+        key = f"model.{parts[2]}"
     if key in COMPONENTS:
         return COMPONENTS[key]
     name = key.split(".")[-1].replace("_", " ")
@@ -27,5 +31,5 @@ def component_names(key: str) -> tuple[str, str]:
 
 def display_value(key: str, value) -> str:
     if key == "model.cell":
-        return CELLS.get(value, str(value))
+        return label(value)
     return str(value)

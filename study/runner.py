@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.config import config_from_dict, tree_changes
+from nmt.config import config_from_dict
+from nmt.typed_config import tree_changes
 from nmt.data.corpus import corpus_languages, discover_corpus, resolve_path
 from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.errors import UserError
@@ -34,6 +35,7 @@ from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
 from study.ownership import StudyLock, owned_path
 from study.results import experiment_dir, load_records, load_saved_records, save_records
+from study.migration import adopt_stored_trials
 from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
@@ -127,6 +129,7 @@ def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Tr
         trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
         trial.storage = str(exp_dir)
     (exp_dir / FINISHED).mkdir(parents=True, exist_ok=True)
+    adopt_stored_trials(TrialStore(exp_dir), trials, log=lambda line: print(line, flush=True))
     return trials
 
 

@@ -34,16 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from nmt.config import (
-    ModelConfig,
-    apply_overrides,
-    build_dataclass,
-    config_from_dict,
-    flatten,
-    read_yaml,
-    smoke,
-    suggest,
-)
+from nmt.config import ModelConfig, config_from_dict, model_option, smoke
+from nmt.typed_config import apply_overrides, build_dataclass, flatten, read_yaml, suggest
 from nmt.errors import ConfigError
 from study.labels import component_names, display_value
 
@@ -223,7 +215,7 @@ def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run:
     tree = read_yaml(path)
     source = str(path)
     if overrides:
-        from nmt.config import parse_override
+        from nmt.typed_config import parse_override
 
         pairs = [parse_override(item) for item in overrides]
         tree = apply_overrides(tree, [(split_override(k), v) for k, v in pairs], source="--set")
@@ -456,8 +448,15 @@ def shrink_for_smoke(spec: StudySpec) -> StudySpec:
     model["hidden"], model["emb"] = small.model.hidden, small.model.emb
     f.base.setdefault("train", {})["batch_tokens"] = small.train.batch_tokens
     f.base.setdefault("decode", {})["beam"] = small.decode.beam
-    if "order" in model:
-        model["order"] = min(model["order"], 4)
+    unit = probe.model.unit
+    for name, value in dataclasses.asdict(small.model.options).items():  # the unit's own sizes the base sets (FSMN order)
+        flat = next((old for old, new in unit.renamed.items() if new == name), name)
+        if value == getattr(probe.model.options, name):
+            continue
+        if flat in model:  # the old flat form
+            model[flat] = value
+        elif name in (model.get(unit.name) or {}):
+            model[unit.name][name] = value
     if f.search is not None:  # keep sampled sizes small too
         for key in ("model.hidden", "model.emb"):
             if key in f.search.space:
@@ -570,15 +569,17 @@ def _ablation_rows(spec: StudySpec) -> list[tuple[str, dict]]:
     base = config_from_dict(spec.base_tree(), source=spec.source)
     hints = typing.get_type_hints(ModelConfig)
     for key in f.ablate:
-        section, _, name = key.partition(".")
-        if section != "model" or name not in hints:
-            raise ConfigError(f"{spec.source}: ablate: {key!r} is not a model component"
+        found = model_option(base.model, key)
+        if found is None:
+            name = key.partition(".")[2]
+            raise ConfigError(f"{spec.source}: ablate: {key!r} is not a model component of cell {base.model.cell!r}"
                               f"{suggest(name, list(hints), 'model.', quote=True)}; ablate lists boolean "
                               "model keys such as model.layer_norm")
-        if hints[name] not in (bool, bool | None):
+        hint, value = found
+        if hint not in (bool, bool | None):
             raise ConfigError(f"{spec.source}: ablate: {key} is not a boolean component (it takes "
-                              f"{getattr(base.model, name)!r}); ablate switches components off - use grid for other values")
-        if getattr(base.model, name) is not True:
+                              f"{value!r}); ablate switches components off - use grid for other values")
+        if value is not True:
             raise ConfigError(f"{spec.source}: ablate: {key} is already off in the base config (cell "
                               f"{base.model.cell}); an ablation starts from the full model with it on")
     if len(set(f.ablate)) != len(f.ablate):

@@ -29,7 +29,7 @@ import socket
 import time
 from pathlib import Path
 
-from nmt.config import flatten
+from nmt.typed_config import flatten
 from nmt.errors import UserError
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from ray import tune
 
-from nmt.config import apply_overrides, config_from_dict
+from nmt.config import config_from_dict
+from nmt.typed_config import apply_overrides
 from study.trial_store import TrialStore
 
 TRIAL = "trial"  # param_space key of the expanded trial (spec.Trial as a dict)

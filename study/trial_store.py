@@ -136,6 +136,12 @@ class TrialStore:
     def verdict(self, key: str) -> dict | None:
         return _read(self.trial_dir(key) / "status.json")
 
+    def rekey(self, old: str, new: str) -> None:
+        """Move a trial's directories from key ``old`` to ``new`` (study.migration)."""
+        for directory in (self.trial_dir, self.finished_dir):
+            if directory(old).exists() and not directory(new).exists():
+                directory(old).replace(directory(new))
+
     def forget(self, key: str) -> None:
         """Drop an unfinished trial (a search sample that a resumed search replaces)."""
         if not self.finished_metrics(key):

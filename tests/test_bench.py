@@ -7,11 +7,8 @@ import json
 import pytest
 from study_helpers import study
 
-from dataclasses import replace
-
-from nmt.bench import CELLS, fill_defaults, forward_flops_per_token, main
+from nmt.bench import bench_cells_names, forward_flops_per_token, main, model_config
 from nmt.cli import run_main
-from nmt.config import ModelConfig
 from nmt.model import build_model
 from study.bench import main as study_bench_main
 
@@ -23,7 +20,7 @@ def test_cell_and_model_benchmark_reports_ratios_and_peak(capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["device"] in ("cpu", "cuda") and report["batch"] == 4
     cells = {row["cell"]: row for row in report["cells"]}
-    assert set(cells) == set(CELLS)
+    assert set(cells) == set(bench_cells_names())
     assert cells["nn.LSTM"]["vs_lstm"] == 1.0
     for row in cells.values():
         assert row["tokens_per_s"] > 0 and row["gflops"] > 0 and row["peak_gflops"] > 0
@@ -40,16 +37,16 @@ def test_cell_and_model_benchmark_reports_ratios_and_peak(capsys):
 
 def test_model_flops_count_every_product_once():
     def flops(**changes):
-        cfg = fill_defaults(replace(ModelConfig(hidden=16, emb=16), **changes))
+        cfg = model_config({"hidden": 16, "emb": 16, **changes})
         return forward_flops_per_token(build_model(cfg, 60, 60), source_length=7)
 
     gru = flops(cell="gru")
     # a softmax tied to the target embeddings is still a product; the lookups never are
     assert flops(cell="gru", tie_embeddings=True) == gru
     # scalar and vector memories both apply N+1 taps to every unit
-    assert flops(cell="fsmn", memory="scalar") == flops(cell="fsmn", memory="vector")
+    assert flops(cell="fsmn", fsmn={"memory": "scalar"}) == flops(cell="fsmn", fsmn={"memory": "vector"})
     # scores and context of one attention grow with the source length: (A + M) products per position
-    cfg = fill_defaults(ModelConfig(cell="gru", hidden=16, emb=16))
+    cfg = model_config({"cell": "gru", "hidden": 16, "emb": 16})
     model = build_model(cfg, 60, 60)
     assert forward_flops_per_token(model, 8) - forward_flops_per_token(model, 7) == 2 * (16 + 16)
     # a second decoder layer adds its recurrent unit's six 16 x 16 matrices (input from the layer below)

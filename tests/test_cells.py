@@ -11,28 +11,17 @@ from torch import nn
 
 from nmt.cells import make_cell
 from nmt.cells.base import RecurrentCell
-from nmt.config import load_config
+from nmt.config import config_from_dict, load_config
 from nmt.modules.memory_block import MemoryBlock
 from nmt.ops.linear_scan import linear_scan, linear_scan_reference
+from nmt.typed_config import apply_overrides
+from nmt.units import units
 
-CELL_VARIANTS = {
-    "lstm": [],
-    "lstm-peephole": ["model.peephole=true"],
-    "gru": [],
-    "rnn": [],
-    "ran": [],
-    "ran-identity": ["model.ran_output=identity"],
-    "atr": [],
-    "atr-coupled": ["model.gates=coupled"],
-    "atr-independent-tanh": ["model.gates=independent", "model.candidate=tanh"],
-    "atr-history-minus-input": ["model.forget_sign=history_minus_input"],
-    "atr-independent-printed": ["model.gates=independent", "model.forget_sign=history_minus_input"],
-    "atr-coupled-tanh": ["model.gates=coupled", "model.candidate=tanh"],
-    "sru": [],
-    "sru-peephole": ["model.peephole=true"],
-    "srnmt": [],
-    "srnmt-no-ln-no-highway": ["model.layer_norm=false", "model.highway=false"],
-}
+# every unit with a cell, at its defaults and in the variants its module declares
+CELL_VARIANTS = {name: {**variant} for unit in units().values() if unit.cell is not None
+                 for name, variant in [(unit.name, {}), *unit.variants.items()]}
+# the cells that also run step by step (in the decoder; an encoder-only unit has no initial state to learn from)
+STEPPED = [v for v in CELL_VARIANTS if units()[v.split("-")[0]].recurrent_decoder]
 # (input size, hidden size per direction, directions): input = hidden exercises the
 # "x appended to U" paths of RAN and SRU; srnmt takes the total size d.
 SIZES = [(5, 4, 1), (4, 4, 1), (6, 4, 2), (4, 4, 2), (3, 6, 2)]
@@ -40,12 +29,13 @@ SIZES = [(5, 4, 1), (4, 4, 1), (6, 4, 2), (4, 4, 2), (3, 6, 2)]
 
 def cell_config(variant: str):
     cell = variant.split("-")[0]
-    return load_config(None, [f"model.cell={cell}", *CELL_VARIANTS[variant]]).model
+    overrides = [(key, value) for key, value in CELL_VARIANTS[variant].items()]
+    return config_from_dict(apply_overrides({"model": {"cell": cell}}, overrides)).model
 
 
 def build(variant: str, input_size: int, hidden: int, directions: int) -> RecurrentCell:
     cfg = cell_config(variant)
-    if cfg.cell == "srnmt":
+    if cfg.unit.bidirectional == "total":
         cell = make_cell(cfg, input_size, 2 * hidden)
     else:
         cell = make_cell(cfg, input_size, hidden, directions)
@@ -91,7 +81,7 @@ def test_fast_path_equals_reference_loop(variant, sizes):
         torch.testing.assert_close(g, r, rtol=1e-8, atol=1e-9)
 
 
-@pytest.mark.parametrize("variant", [v for v in CELL_VARIANTS if not v.startswith("srnmt")])
+@pytest.mark.parametrize("variant", STEPPED)
 def test_fast_path_gradients_reach_the_initial_state(variant):
     """Decoders without feedback scan from a learned h0: its gradient must match the reference."""
     cell = build(variant, 4, 4, 2)
@@ -107,7 +97,7 @@ def test_fast_path_gradients_reach_the_initial_state(variant):
     torch.testing.assert_close(grad, ref_grad, rtol=1e-8, atol=1e-9)
 
 
-@pytest.mark.parametrize("variant", [v for v in CELL_VARIANTS if not v.startswith("srnmt")])
+@pytest.mark.parametrize("variant", STEPPED)
 def test_step_equals_scan(variant):
     """The incremental ``step`` (decoding) follows the same recurrence as ``scan``."""
     cell = build(variant, 5, 4, 1)

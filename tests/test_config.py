@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from nmt.config import apply_overrides, config_from_dict, load_config, parse_override, smoke
+from nmt.config import config_from_dict, load_config, smoke
+from nmt.typed_config import apply_overrides, parse_override
 from nmt.errors import ConfigError
 
 
 def test_defaults_resolve_per_cell():
     srnmt = load_config(None, ["model.cell=srnmt"]).model
-    assert (srnmt.layer_norm, srnmt.multi_attention, srnmt.highway, srnmt.decoder_style) == (True, True, True, None)
+    assert (srnmt.layer_norm, srnmt.multi_attention, srnmt.options.highway, srnmt.decoder_style) == \
+        (True, True, True, None)
     gru = load_config(None, ["model.cell=gru"]).model
-    assert (gru.layer_norm, gru.multi_attention, gru.highway, gru.decoder_style, gru.input_feeding) == \
-        (False, False, None, "luong", True)
+    assert (gru.layer_norm, gru.multi_attention, gru.decoder_style, gru.input_feeding) == (False, False, "luong", True)
     assert load_config(None, ["model.cell=gru", "model.decoder_style=bahdanau"]).model.input_feeding is False
-    atr = load_config(None, ["model.cell=atr"]).model
+    atr = load_config(None, ["model.cell=atr"]).model.options
     assert (atr.gates, atr.forget_sign, atr.candidate) == ("twin", "input_minus_history", "linear")
     fsmn = load_config(None, ["model.cell=fsmn"]).model
-    assert (fsmn.memory, fsmn.order, fsmn.input_window, fsmn.input_feeding) == ("scalar", 10, 1, False)
+    assert (fsmn.options.memory, fsmn.options.order, fsmn.options.input_window, fsmn.input_feeding) == \
+        ("scalar", 10, 1, False)
     assert fsmn.attention == "general" and gru.attention == "mlp"  # FSMN paper eq. 11 is multiplicative
     assert load_config(None, ["model.hidden=64"]).model.emb == 64
 
@@ -42,9 +44,11 @@ def test_yaml_file_and_override_precedence(tmp_path):
 
 
 def test_smoke_keeps_flags_and_shrinks_sizes():
-    cfg = load_config(None, ["model.cell=srnmt", "model.enc_layers=4", "model.dec_layers=4", "model.highway=false"])
+    cfg = load_config(None, ["model.cell=srnmt", "model.enc_layers=4", "model.dec_layers=4",
+                             "model.srnmt.highway=false"])
     small = smoke(cfg)
-    assert small.model.enc_layers == 4 and small.model.highway is False
+    assert small.model.enc_layers == 4 and small.model.options.highway is False
+    assert smoke(load_config(None, ["model.cell=fsmn", "model.fsmn.order=25"])).model.options.order == 4
     assert small.model.hidden <= 32 and small.train.max_epochs <= 2 and small.data.size <= 400
     assert cfg.model.hidden == 256  # the original is untouched
 
@@ -63,15 +67,26 @@ BAD = [
     (["train.max_epochs=0"], "train.max_epochs = 0", "must be >= 1"),
     (["model.attention=cosine"], "model.attention = 'cosine' is not allowed", "mlp, general, dot"),
     (["model.gates=twin"], "model.gates = 'twin' does not exist for cell 'gru'", "remove it"),
-    (["model.cell=gru", "model.highway=false"], "model.highway", "applies to srnmt"),
-    (["model.cell=atr", "model.peephole=true"], "model.peephole = true does not exist for cell 'atr'", ""),
+    (["model.cell=gru", "model.highway=true"], "model.highway = True does not exist for cell 'gru'",
+     "an option of model.srnmt.highway"),
+    (["model.cell=atr", "model.peephole=true"], "model.peephole = True does not exist for cell 'atr'",
+     "model.lstm.peephole, model.sru.peephole"),
+    (["model.cell=gru", "model.srnmt.highway=false"], "model.srnmt holds options of the srnmt unit",
+     "model.cell is 'gru'"),
+    (["model.cell=atr", "model.atr.gate=coupled"], "unknown key 'model.atr.gate'", "did you mean 'model.atr.gates'"),
+    (["model.cell=atr", "model.atr=coupled"], "model.atr must be a section", "coupled"),
+    (["model.cell=atr", "model.gates=coupled", "model.atr.gates=twin"], "model.gates and model.atr.gates are both set",
+     "keep model.atr.gates"),
+    (["model.cell=lstm", "model.decoder_style=luong", "model.lstm.peephole=2"], "model.lstm.peephole = 2",
+     "true or false"),
     (["model.cell=srnmt", "model.input_feeding=true"], "model.input_feeding = true", "step-by-step decoder"),
     (["model.context_gate=both"], "model.context_gate = 'both'", "decoder_style: bahdanau"),
     (["model.cell=sru", "model.decoder_style=bahdanau", "model.context_gate=source"], "model.context_gate",
      "sru has none"),
     (["model.cell=gru", "model.decoder_style=bahdanau", "model.context_gate=both", "model.gate_inputs=[colour]"],
      "unknown input 'colour'", "subset of state, source, prev_word"),
-    (["model.cell=fsmn", "model.input_window=3"], "model.input_window = 3", "1 or 2"),
+    (["model.cell=fsmn", "model.fsmn.input_window=3"], "model.fsmn.input_window = 3", "choose one of 1, 2"),
+    (["model.cell=fsmn", "model.fsmn.order=-1"], "model.fsmn.order = -1", "must be >= 0"),
     (["model.cell=fsmn", "model.attention=dot"], "model.attention = 'dot'", "general"),
     (["model.cell=srnmt", "model.dir_size=full"], "model.dir_size = 'full'", "dir_size: half"),
     (["model.hidden=7"], "model.hidden = 7", "even"),
@@ -98,11 +113,12 @@ BAD = [
     (["model.plain_output=true"], "model.plain_output = True", "deep_output: false"),
     (["model.plain_output=true", "model.deep_output=false", "model.tie_embeddings=true", "model.emb=32"],
      "model.tie_embeddings = True", "model.emb = model.hidden"),
-    (["model.cell=gru", "model.context_scale=true"], "model.context_scale", "applies to srnmt"),
-    (["model.cell=srnmt", "model.memory_layers=middle"], "model.memory_layers", "applies to fsmn"),
-    (["model.cell=fsmn", "model.memory_layers=middle", "model.enc_layers=2"], "model.memory_layers = 'middle'",
-     "enc_layers >= 3"),
-    (["model.cell=fsmn", "model.memory_lr_scale=0"], "model.memory_lr_scale = 0.0", "(0, 1]"),
+    (["model.cell=gru", "model.context_scale=true"], "model.context_scale", "option of model.srnmt.context_scale"),
+    (["model.cell=srnmt", "model.memory_layers=middle"], "model.memory_layers", "option of model.fsmn.memory_layers"),
+    (["model.cell=fsmn", "model.fsmn.memory_layers=middle", "model.enc_layers=2"],
+     "model.fsmn.memory_layers = 'middle'", "enc_layers >= 3"),
+    (["model.cell=fsmn", "model.fsmn.memory_lr_scale=0"], "model.fsmn.memory_lr_scale = 0.0", "(0, 1]"),
+    (["model.cell=fsmn", "model.memory_lr_scale=0"], "model.fsmn.memory_lr_scale = 0.0", "(0, 1]"),
 ]
 
 
@@ -149,9 +165,44 @@ def test_files_given_on_the_command_line_replace_the_default_synthetic_corpus():
 
 
 def test_tree_changes_names_every_changed_dotted_key():
-    from nmt.config import tree_changes
+    from nmt.typed_config import tree_changes
 
     old = {"budget": {"epochs": 3}, "seeds": 2, "model": {"cell": "gru"}}
     new = {"budget": {"epochs": 5}, "seeds": 2, "model": {"cell": "gru", "hidden": 64}}
     assert tree_changes(old, new) == ["budget.epochs: 3 -> 5", "model.hidden: None -> 64"]
     assert tree_changes(old, old) == []
+
+
+def test_unit_options_live_under_the_unit_and_the_old_flat_form_still_reads():
+    nested = load_config(None, ["model.cell=atr", "model.atr.gates=coupled", "model.atr.candidate=tanh"])
+    flat = load_config(None, ["model.cell=atr", "model.gates=coupled", "model.candidate=tanh"])
+    assert nested == flat and nested.model.options.gates == "coupled"
+    tree = nested.to_dict()
+    assert tree["model"]["atr"] == {"gates": "coupled", "forget_sign": "input_minus_history", "candidate": "tanh"}
+    assert "gates" not in tree["model"] and "options" not in tree["model"]
+    assert config_from_dict(tree) == nested  # the YAML shape reads back
+    assert "ran" not in load_config(None, ["model.cell=gru"]).to_dict()["model"]  # a unit without options: no section
+    assert load_config(None, ["model.cell=ran", "model.ran_output=identity"]).model.options.output == "identity"
+
+
+def test_a_config_written_by_an_older_version_reads_as_the_same_model():
+    # older versions wrote every unit's option flat, null (or false) for the units that lack it
+    old = {"model": {"cell": "srnmt", "highway": False, "context_scale": True, "peephole": False, "gates": None,
+                     "memory": None, "order": None, "ran_output": None, "decoder_style": None}}
+    cfg = config_from_dict(old)
+    assert (cfg.model.options.highway, cfg.model.options.context_scale) == (False, True)
+    assert cfg == load_config(None, ["model.cell=srnmt", "model.srnmt.highway=false",
+                                     "model.srnmt.context_scale=true"])
+
+
+def test_print_config_and_the_unit_listing_show_each_options_help(capsys):
+    from nmt.train import main as train_main
+    from nmt.units import main as units_main
+
+    assert train_main(["--print-config", "--set", "model.cell=fsmn", "--set", "model.fsmn.order=25"]) == 0
+    out = capsys.readouterr().out
+    assert "  fsmn:\n    memory: scalar\n    order: 25\n" in out  # the YAML shape: options under the unit
+    assert "#   model.fsmn.order = 10: memory order N: the block reads taps 0..N" in out  # default and help
+    assert units_main() == 0
+    listing = capsys.readouterr().out
+    assert "model.atr.gates = 'twin'" in listing and listing.startswith("lstm (LSTM)")

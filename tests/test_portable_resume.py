@@ -65,7 +65,7 @@ def old_key(config: dict) -> str:
 
 
 def test_trial_key_is_the_corpus_content_and_name_not_its_path_or_cache(tmp_path):
-    from nmt.config import tree_changes
+    from nmt.typed_config import tree_changes
     from study.spec import config_key, expand, load_study, portable_tree
 
     corpus_a = write_corpus(tmp_path / "machine-a" / "corpus")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from nmt.checkpoint import CheckpointError, load_file
-from nmt.config import read_yaml
+from nmt.typed_config import read_yaml
 from nmt.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

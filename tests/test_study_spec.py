@@ -31,9 +31,9 @@ def test_ablation_expands_every_subset_in_paper_order():
     assert len(trials) == 16 and {t.seed for t in trials} == {1, 2}
     everything_off = [t for t in trials if t.label == "- LN, MA & highway"][0]
     model = everything_off.config["model"]
-    assert (model["layer_norm"], model["multi_attention"], model["highway"]) == (False, False, False)
+    assert (model["layer_norm"], model["multi_attention"], model["srnmt"]["highway"]) == (False, False, False)
     full = trials[0].config["model"]
-    assert (full["layer_norm"], full["multi_attention"], full["highway"]) == (True, True, True)
+    assert (full["layer_norm"], full["multi_attention"], full["srnmt"]["highway"]) == (True, True, True)
     assert len({t.key for t in trials}) == 16  # the key includes the seed
     assert trials[0].config["train"]["max_epochs"] == spec.fields.budget.epochs
 
@@ -102,7 +102,9 @@ BAD = [
     ({"grid": {"model.hidden": [8, 16]}}, (), "grid: cannot be combined with ablate", "one of ablate"),
     ({"ablate": ["model.colour"]}, (), "'model.colour' is not a model component", "ablate lists boolean"),
     ({"ablate": ["model.hidden"]}, (), "model.hidden is not a boolean component", "use grid"),
-    ({"ablate": ["model.peephole"]}, (), "model.peephole is already off", "full model"),
+    ({"ablate": ["model.peephole"]}, (), "'model.peephole' is not a model component of cell 'srnmt'", "model.layer_norm"),
+    ({"ablate": ["model.lstm.peephole"], "base": {"model": {"cell": "lstm"}}}, (), "model.lstm.peephole is already off",
+     "full model"),
     ({"ablate": ["model.layer_norm", "model.layer_norm"]}, (), "lists a component twice", ""),
     ({"grid": {}}, ("ablate",), "grid: is empty", "at least one axis"),
     ({"grid": {"model.hidden": []}}, ("ablate",), "grid.model.hidden: = []", "non-empty list"),

@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     filters = {name: describe(taps) for name, taps in memory_blocks(run, args.all_layers).items()}
     out = prepare_out(args.out)
     plot(filters, out / "fsmn_filters.png")
-    order = run.cfg.model.order
+    order = run.cfg.model.options.order
     write_summary(out / "fsmn_filters.json", {"checkpoint": str(run.directory), "order": order,
-                                               "memory": run.cfg.model.memory, "filters": filters})
+                                               "memory": run.cfg.model.options.memory, "filters": filters})
     for name, info in filters.items():
         print(f"{name:<22} " + " ".join(f"{a:+.3f}" for a in info["taps"]))
     print(f"wrote {out}/fsmn_filters.png, fsmn_filters.json")

@@ -24,10 +24,15 @@ GEMM per step, and a hand-written backward; ``step`` serves decoding and context
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 
 from nmt.cells.base import OwnWeightsCell, scale_chunks
 from nmt.ops.atr_scan import atr_scan
+from nmt.typed_config import setting
+from nmt.units import Unit
 
 
 class ATRCell(OwnWeightsCell):
@@ -107,3 +112,29 @@ class ATRCell(OwnWeightsCell):
         candidate = torch.tanh(q) if self.candidate == "tanh" else q
         h_new = i * candidate + f * h
         return h_new, (h_new,)
+
+
+@dataclass
+class ATROptions:
+    gates: Literal["twin", "coupled", "independent"] = setting(
+        "twin", "twin: i and f from q +- p (the paper's); coupled: f = 1 - i; independent: own matrices per gate")
+    forget_sign: Literal["input_minus_history", "history_minus_input"] = setting(
+        "input_minus_history", "f = σ(q - p) as in the authors' code, or σ(p - q) as printed in eq. (8)")
+    candidate: Literal["linear", "tanh"] = setting("linear", "the input term q_t, or tanh(q_t)")
+
+
+UNIT = Unit(
+    name="atr", label="ATR", rank=5, options=ATROptions,
+    paper="Zhang et al. 2018, Simplifying Neural Machine Translation with Addition-Subtraction Twin-Gated "
+          "Recurrent Networks",
+    cell=lambda options, model, input_size, hidden, directions: ATRCell(
+        input_size, hidden, directions, gates=options.gates, forget_sign=options.forget_sign,
+        candidate=options.candidate),
+    recurrence="c",
+    variants={"atr-coupled": {"model.atr.gates": "coupled"},
+              "atr-independent-tanh": {"model.atr.gates": "independent", "model.atr.candidate": "tanh"},
+              "atr-history-minus-input": {"model.atr.forget_sign": "history_minus_input"},
+              "atr-independent-printed": {"model.atr.gates": "independent",
+                                          "model.atr.forget_sign": "history_minus_input"},
+              "atr-coupled-tanh": {"model.atr.gates": "coupled", "model.atr.candidate": "tanh"}},
+)

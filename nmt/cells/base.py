@@ -1,4 +1,4 @@
-"""The contract every recurrent cell follows (DESIGN 2.1).
+"""The contract every recurrent cell follows.
 
 - ``project(x)``: one GEMM over all time steps, (B, T, D) -> (B, T, dirs*k*H),
   both directions in the same matrix where the cell is bidirectional.
@@ -30,7 +30,7 @@ State = tuple[Tensor, ...]
 class RecurrentCell(nn.Module):
     #: feature chunks of size H per direction in ``project``'s output
     chunks: int = 1
-    #: recurrence class of DESIGN 2.1: "a" linear, "b" elementwise, "c" matmul on h
+    #: recurrence class: "a" linear in the state, "b" elementwise on it, "c" a matrix product on h_{t-1}
     recurrence: str = "c"
     #: elements of the state tuple
     state_size: int = 1

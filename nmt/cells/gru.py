@@ -18,6 +18,7 @@ from torch import nn
 
 from nmt.cells.base import scale_chunks
 from nmt.cells.torch_rnn import TorchRNNCell
+from nmt.units import Unit
 
 
 class GRUCell(TorchRNNCell):
@@ -52,3 +53,10 @@ class GRUCell(TorchRNNCell):
         n = torch.tanh(x_t @ W_n.T + b_in + r * (h @ U_n.T + b_hn))
         h_new = (1 - z) * n + z * h
         return h_new, (h_new,)
+
+
+UNIT = Unit(
+    name="gru", label="GRU", rank=2, paper="Cho et al. 2014",
+    cell=lambda options, model, input_size, hidden, directions: GRUCell(input_size, hidden, directions),
+    recurrence="c",
+)

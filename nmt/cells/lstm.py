@@ -16,11 +16,15 @@ loop runs instead). Without peepholes the cell equals ``torch.nn.LSTM``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
 from nmt.cells.base import State, scale_chunks
 from nmt.cells.torch_rnn import TorchRNNCell
+from nmt.typed_config import setting
+from nmt.units import Unit
 
 
 class LSTMCell(TorchRNNCell):
@@ -74,3 +78,16 @@ class LSTMCell(TorchRNNCell):
         o = torch.sigmoid(x_t @ W_o.T + h @ U_o.T + b_o + p_o * c_new)
         h_new = o * torch.tanh(c_new)
         return h_new, (h_new, c_new)
+
+
+@dataclass
+class LSTMOptions:
+    peephole: bool = setting(False, "diagonal c -> gate links (Gers & Schmidhuber 2000); false removes them")
+
+
+UNIT = Unit(
+    name="lstm", label="LSTM", rank=1, paper="Hochreiter & Schmidhuber 1997", options=LSTMOptions,
+    cell=lambda options, model, input_size, hidden, directions: LSTMCell(input_size, hidden, directions,
+                                                                         peephole=options.peephole),
+    recurrence="c", variants={"lstm-peephole": {"model.lstm.peephole": True}},
+)

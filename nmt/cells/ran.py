@@ -15,11 +15,16 @@ A decoder's initial state h_0 also seeds the memory: c_0 = h_0. Whole sequences
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 from torch import Tensor
 
 from nmt.cells.base import OwnWeightsCell, State, scale_chunks
 from nmt.ops.ran_scan import ran_scan
+from nmt.typed_config import setting
+from nmt.units import Unit
 
 
 class RANCell(OwnWeightsCell):
@@ -74,3 +79,16 @@ class RANCell(OwnWeightsCell):
         c_new = i * content + f * c
         h_new = self._activate(c_new)
         return h_new, (h_new, c_new)
+
+
+@dataclass
+class RANOptions:
+    output: Literal["tanh", "identity"] = setting("tanh", "h_t = tanh(c_t), or c_t itself (identity)")
+
+
+UNIT = Unit(
+    name="ran", label="RAN", rank=4, paper="Lee et al. 2017, Recurrent Additive Networks", options=RANOptions,
+    cell=lambda options, model, input_size, hidden, directions: RANCell(input_size, hidden, directions,
+                                                                        output=options.output),
+    recurrence="c", variants={"ran-identity": {"model.ran.output": "identity"}}, renamed={"ran_output": "output"},
+)

@@ -13,6 +13,7 @@ from torch import nn
 
 from nmt.cells.base import scale_chunks
 from nmt.cells.torch_rnn import TorchRNNCell
+from nmt.units import Unit
 
 
 class RNNCell(TorchRNNCell):
@@ -35,3 +36,10 @@ class RNNCell(TorchRNNCell):
         b = self.bias_ih(direction) + self.bias_hh(direction)
         h_new = torch.tanh(x_t @ W.T + h @ U.T + b)
         return h_new, (h_new,)
+
+
+UNIT = Unit(
+    name="rnn", label="RNN", rank=3, paper="Elman 1990",
+    cell=lambda options, model, input_size, hidden, directions: RNNCell(input_size, hidden, directions),
+    recurrence="c",
+)

@@ -17,12 +17,16 @@ projection of x_i.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.cells.base import RecurrentCell, reference_loop
 from nmt.ops.linear_scan import linear_scan
+from nmt.typed_config import setting
+from nmt.units import Unit
 
 
 class SRNMTEncoderUnit(RecurrentCell):
@@ -116,3 +120,35 @@ class SRNMTEncoderUnit(RecurrentCell):
             x_highway = x @ self.highway_projection.weight.T if self.highway_projection is not None else x
             h = (1 - torch.sigmoid(z)) * h + torch.sigmoid(z) * x_highway
         return h * mask.unsqueeze(-1).to(h.dtype), finals
+
+
+@dataclass
+class SRNMTOptions:
+    highway: bool = setting(True, "the unit's highway gate z; false removes it (h = [h>; h<], s = o)")
+    # LN(c_i W_c + b_c) would cancel the factor without the bias b_c; with it, the factor matters.
+    context_scale: bool = setting(False, "divide every attention context by sqrt(d), the paper's "
+                                         "c_i = attn(s~_i, H) / sqrt(d); false leaves it unscaled")
+
+
+def _decoder(model, memory_size: int):
+    from nmt.decoders.srnmt import SRNMTDecoder
+
+    return SRNMTDecoder(model, memory_size)
+
+
+def _validate(model, fail) -> None:
+    if not model.bidirectional or model.dir_size != "half":
+        fail("model.dir_size", model.dir_size, "the srnmt encoder unit is bidirectional with d/2 per direction; "
+             "use bidirectional: true, dir_size: half")
+
+
+UNIT = Unit(
+    name="srnmt", label="SR-NMT", rank=7, options=SRNMTOptions,
+    paper="Di Gangi & Federico 2018, Deep Neural Machine Translation with Weakly-Recurrent Units",
+    cell=lambda options, model, input_size, hidden, directions: SRNMTEncoderUnit(
+        input_size, hidden, layer_norm=model.layer_norm, highway=options.highway),
+    recurrence="a", bidirectional="total",
+    defaults={"layer_norm": True, "multi_attention": True},
+    decoder=_decoder, validate=_validate,
+    variants={"srnmt-no-ln-no-highway": {"model.layer_norm": False, "model.srnmt.highway": False}},
+)

@@ -20,12 +20,16 @@ runs through ``nmt.ops.sru_v2_scan`` (an elementwise loop, a linear-scan backwar
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
 from nmt.cells.base import OwnWeightsCell, State
 from nmt.ops.linear_scan import linear_scan
 from nmt.ops.sru_v2_scan import sru_v2_memory
+from nmt.typed_config import setting
+from nmt.units import Unit
 
 
 class SRUCell(OwnWeightsCell):
@@ -102,3 +106,17 @@ def _final_state(h: Tensor, c: Tensor, mask: Tensor, direction: int) -> State:
     last = (mask.sum(dim=1) - 1).clamp(min=0)
     rows = torch.arange(h.size(0), device=h.device)
     return h[rows, last], c[:, -1]
+
+
+@dataclass
+class SRUOptions:
+    peephole: bool = setting(False, "SRU v2's gates with v * c_{t-1} terms (a class b recurrence); "
+                                    "false: the v1 gates of the input only")
+
+
+UNIT = Unit(
+    name="sru", label="SRU", rank=6, paper="Lei et al. 2017, Training RNNs as Fast as CNNs", options=SRUOptions,
+    cell=lambda options, model, input_size, hidden, directions: SRUCell(input_size, hidden, directions,
+                                                                        peephole=options.peephole),
+    recurrence="a", variants={"sru-v2": {"model.sru.peephole": True}}, bench=("sru-v2",),
+)

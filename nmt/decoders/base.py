@@ -17,16 +17,42 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from nmt.modules.layers import masked_mean
+from nmt.config import ModelConfig
+from nmt.modules.attention import Attention
+from nmt.modules.layers import LayerConnection, make_output, masked_mean
 
 Memory = dict[str, Tensor]
 DecoderState = dict[str, Tensor]
 
 
 class Decoder(nn.Module):
-    def __init__(self):
+    """The scaffold every decoder shares: which layers attend (every one with
+    ``multi_attention``, else the top one), the connection around each layer, an attention
+    per attending layer, the initial state and the output layer. A decoder builds each layer
+    as ``its own modules, then add_layer(...)`` and ends with ``finish(...)``: that order of
+    construction fixes a seed's initial weights, and the order in which modules are first
+    assigned fixes the order of the parameters, which a checkpoint's optimizer state follows
+    (so a decoder assigns ``self.connections = nn.ModuleList()`` right after its layers)."""
+
+    def __init__(self, cfg: ModelConfig | None = None):
         super().__init__()
         self.attentions = nn.ModuleDict()
+        layers = cfg.dec_layers if cfg is not None else 0
+        self.attending = list(range(layers)) if cfg is not None and cfg.multi_attention else [layers - 1]
+
+    def add_layer(self, cfg: ModelConfig, layer: int, size: int, memory_size: int, query_size: int | None = None) -> bool:
+        """The connection around ``layer`` and, if it attends, its attention; returns whether it attends."""
+        self.connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
+        if layer not in self.attending:
+            return False
+        self.attentions[str(layer)] = Attention(query_size or size, memory_size, cfg.attention, cfg.layer_norm)
+        return True
+
+    def finish(self, cfg: ModelConfig, size: int, memory_size: int, initial_state: bool = True) -> None:
+        """The learned initial state of every layer (where the decoder has one) and the output layer."""
+        if initial_state:
+            self.init = InitialState(memory_size, size, cfg.dec_layers)
+        self.output = make_output(cfg, size, memory_size)
 
     def prepare(self, memory: Memory) -> Memory:
         memory = dict(memory)

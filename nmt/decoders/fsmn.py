@@ -21,8 +21,6 @@ from torch import Tensor, nn
 from nmt.config import ModelConfig
 from nmt.decoders.base import Decoder, DecoderState, Memory
 from nmt.encoders.fsmn import previous_word_window
-from nmt.modules.attention import Attention
-from nmt.modules.layers import LayerConnection, make_output
 from nmt.modules.memory_block import MemoryBlock
 
 
@@ -49,22 +47,21 @@ class FSMNDecoderLayer(nn.Module):
 
 class FSMNDecoder(Decoder):
     def __init__(self, cfg: ModelConfig, memory_size: int):
-        super().__init__()
-        size, layers = cfg.hidden, cfg.dec_layers
-        self.window = cfg.input_window
+        super().__init__(cfg)
+        size = cfg.hidden
+        self.window = cfg.options.input_window
         self.emb_size = cfg.emb
-        attending = set(range(layers)) if cfg.multi_attention else {layers - 1}
         self.layers = nn.ModuleList()
         self.connections = nn.ModuleList()
-        for layer in range(layers):
-            attends = layer in attending
+        for layer in range(cfg.dec_layers):
             input_size = cfg.emb * self.window if layer == 0 else size
-            self.layers.append(FSMNDecoderLayer(input_size, size, memory_size, cfg.order, cfg.memory, attends,
-                                                cfg.dropout))
-            self.connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
-            if attends:
-                self.attentions[str(layer)] = Attention(2 * size, memory_size, cfg.attention, cfg.layer_norm)
-        self.output = make_output(cfg, size, memory_size)
+            self.layers.append(FSMNDecoderLayer(input_size, size, memory_size, cfg.options.order, cfg.options.memory,
+                                                layer in self.attending, cfg.dropout))
+            self.add_layer(cfg, layer, size, memory_size, query_size=2 * size)  # queries with [v~; v1]
+        self.finish(cfg, size, memory_size, initial_state=False)  # no recurrence: no initial state
+        for module in self.modules():
+            if isinstance(module, MemoryBlock):
+                module.lr_scale = cfg.options.memory_lr_scale
 
     def forward(self, memory: Memory, y_emb: Tensor, y_mask: Tensor) -> Tensor:
         x = previous_word_window(y_emb, self.window)

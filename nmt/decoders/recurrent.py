@@ -25,44 +25,38 @@ from torch import Tensor, nn
 
 from nmt.cells import make_cell
 from nmt.config import ModelConfig
-from nmt.decoders.base import Decoder, DecoderState, InitialState, Memory
-from nmt.modules.attention import Attention
+from nmt.decoders.base import Decoder, DecoderState, Memory
 from nmt.modules.context_gate import ContextGate
-from nmt.modules.layers import LayerConnection, make_output
 
 
 class RecurrentDecoder(Decoder):
     def __init__(self, cfg: ModelConfig, memory_size: int):
-        super().__init__()
-        hidden, layers = cfg.hidden, cfg.dec_layers
+        super().__init__(cfg)
+        hidden = cfg.hidden
         self.hidden = hidden
         self.bahdanau = cfg.decoder_style == "bahdanau"
         self.input_feeding = cfg.input_feeding
-        self.attending = list(range(layers)) if cfg.multi_attention else [layers - 1]
         self.dropout = nn.Dropout(cfg.dropout)
         self.cells = nn.ModuleList()
         self.connections = nn.ModuleList()
         self.context_terms = nn.ModuleDict()  # C: context -> cell chunks (bahdanau)
         self.combiners = nn.ModuleDict()  # luong, multi-attention: tanh(W [h; c]) below the top
         self.gates = nn.ModuleDict()
-        for layer in range(layers):
+        for layer in range(cfg.dec_layers):
             input_size = cfg.emb * (2 if self.input_feeding else 1) if layer == 0 else hidden
             cell = make_cell(cfg, input_size, hidden)
             self.cells.append(cell)
-            self.connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", hidden))
-            if layer not in self.attending:
+            if not self.add_layer(cfg, layer, hidden, memory_size):
                 continue
             name = str(layer)
-            self.attentions[name] = Attention(hidden, memory_size, cfg.attention, cfg.layer_norm)
             if self.bahdanau:
                 self.context_terms[name] = nn.Linear(memory_size, cell.chunks * hidden, bias=False)
                 if cfg.context_gate != "none":
                     self.gates[name] = ContextGate(cfg.context_gate, cfg.gate_inputs, cfg.gate_granularity,
                                                    cfg.emb, hidden, memory_size, cfg.dropout)
-            elif layer < layers - 1:
+            elif layer < cfg.dec_layers - 1:
                 self.combiners[name] = nn.Linear(hidden + memory_size, hidden)
-        self.init = InitialState(memory_size, hidden, layers)
-        self.output = make_output(cfg, hidden, memory_size)
+        self.finish(cfg, hidden, memory_size)
         self.emb_size = cfg.emb
 
     # --- incremental -----------------------------------------------------------

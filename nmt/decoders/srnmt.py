@@ -32,9 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from nmt.config import ModelConfig
-from nmt.decoders.base import Decoder, DecoderState, InitialState, Memory
-from nmt.modules.attention import Attention
-from nmt.modules.layers import LayerConnection, make_output
+from nmt.decoders.base import Decoder, DecoderState, Memory
 from nmt.ops.linear_scan import linear_scan
 
 
@@ -78,22 +76,17 @@ class SRNMTDecoderLayer(nn.Module):
 
 class SRNMTDecoder(Decoder):
     def __init__(self, cfg: ModelConfig, memory_size: int):
-        super().__init__()
-        d, layers = cfg.hidden, cfg.dec_layers
-        attending = set(range(layers)) if cfg.multi_attention else {layers - 1}
+        super().__init__(cfg)
+        d = cfg.hidden
         self.layers = nn.ModuleList()
         self.connections = nn.ModuleList()
-        for layer in range(layers):
-            attends = layer in attending
+        for layer in range(cfg.dec_layers):
             input_size = cfg.emb if layer == 0 else d
-            self.layers.append(SRNMTDecoderLayer(input_size, d, memory_size, attends, cfg.layer_norm, cfg.highway,
-                                                 cfg.dropout))
-            self.connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", d))
-            if attends:
-                self.attentions[str(layer)] = Attention(d, memory_size, cfg.attention, cfg.layer_norm)
-        self.init = InitialState(memory_size, d, layers)
-        self.output = make_output(cfg, d, memory_size)
-        self.context_factor = d ** -0.5 if cfg.context_scale else 1.0
+            self.layers.append(SRNMTDecoderLayer(input_size, d, memory_size, layer in self.attending, cfg.layer_norm,
+                                                 cfg.options.highway, cfg.dropout))
+            self.add_layer(cfg, layer, d, memory_size)
+        self.finish(cfg, d, memory_size)
+        self.context_factor = d ** -0.5 if cfg.options.context_scale else 1.0
 
     def attend_scaled(self, name: str, query: Tensor, memory: Memory) -> Tensor:
         """c_i = attn(query, H), divided by sqrt(d) with ``context_scale``."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.encoders.fsmn import FSMNEncoder
 from nmt.encoders.recurrent import RecurrentEncoder
 
 
 def make_encoder(cfg: ModelConfig) -> nn.Module:
-    if cfg.cell == "fsmn":
-        return FSMNEncoder(cfg)
+    """The unit's own encoder where it has one, else the stacked recurrent encoder."""
+    if cfg.unit.encoder is not None:
+        return cfg.unit.encoder(cfg)
     return RecurrentEncoder(cfg)

@@ -63,7 +63,7 @@ class FSMNEncoder(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         hidden = cfg.hidden
-        self.window = cfg.input_window
+        self.window = cfg.options.input_window
         directions = 2 if cfg.bidirectional else 1
         size = hidden // 2 if cfg.bidirectional and cfg.dir_size == "half" else hidden
         self.networks = nn.ModuleList()
@@ -72,13 +72,16 @@ class FSMNEncoder(nn.Module):
             connections = nn.ModuleList()
             for layer in range(cfg.enc_layers):
                 input_size = cfg.emb * self.window if layer == 0 else size
-                has_memory = cfg.memory_layers == "all" or 0 < layer < cfg.enc_layers - 1
-                layers.append(FSMNLayer(input_size, size, cfg.order, cfg.memory, cfg.dropout, has_memory))
+                has_memory = cfg.options.memory_layers == "all" or 0 < layer < cfg.enc_layers - 1
+                layers.append(FSMNLayer(input_size, size, cfg.options.order, cfg.options.memory, cfg.dropout, has_memory))
                 connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
             self.networks.append(nn.ModuleDict({"layers": layers, "connections": connections}))
         total = size * directions
         self.projection = nn.Linear(total, hidden) if total != hidden else nn.Identity()
         self.output_size = hidden
+        for module in self.modules():
+            if isinstance(module, MemoryBlock):
+                module.lr_scale = cfg.options.memory_lr_scale
 
     @property
     def weight_matrices(self) -> int:

@@ -5,8 +5,8 @@ dropout before the cell's input matrix. Bidirectional layers run both
 directions in one cell (``dir_size: half``: H/2 each, concatenated to H;
 ``full``: H each, concatenated and projected back to H). From the second
 layer on, ``layer_connection`` adds a residual or highway path around each
-layer. The SR-NMT unit is bidirectional by construction and carries its own
-highway gate.
+layer. A unit that is bidirectional by construction (the SR-NMT unit) takes
+the whole size and carries its own highway gate.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class RecurrentEncoder(nn.Module):
         self.connections = nn.ModuleList()
         for layer in range(cfg.enc_layers):
             input_size = cfg.emb if layer == 0 else hidden
-            if cfg.cell == "srnmt":
+            if cfg.unit.bidirectional == "total":  # bidirectional by construction: takes d
                 cell = make_cell(cfg, input_size, hidden)
             elif cfg.bidirectional:
                 per_direction = hidden // 2 if cfg.dir_size == "half" else hidden

@@ -17,8 +17,12 @@ from torch import Tensor, nn
 
 
 class MemoryBlock(nn.Module):
+    #: the taps start as a moving average, which a uniform initialisation must not overwrite
+    keeps_initial_values = True
+
     def __init__(self, size: int, order: int, kind: str = "scalar"):
         super().__init__()
+        self.lr_scale = 1.0  # the taps' learning rate / the rest's (Seq2Seq.lr_scales)
         self.size = size
         self.order = order
         shape = (order + 1,) if kind == "scalar" else (order + 1, size)
