@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nmt.config import load_config
+from nmt.units import units
 from nmt.model import Seq2Seq
 from nmt.search import beam_search, greedy_decode
 
@@ -42,6 +43,12 @@ MODELS = {
     "fsmn-paper": ["model.cell=fsmn", "model.enc_layers=4", "model.memory_layers=middle", "model.order=5",
                    "model.memory_lr_scale=0.01", "model.dropout=0.0"],
 }
+# every unit of the registry at its defaults, and on a bahdanau decoder where it has the step-by-step one:
+# a unit added to nmt/cells/ gets these tests without a line here
+for _unit in units().values():
+    MODELS.setdefault(f"{_unit.name}-defaults", [f"model.cell={_unit.name}", "model.dec_layers=2"])
+    if _unit.recurrent_decoder:
+        MODELS.setdefault(f"{_unit.name}-bahdanau", [f"model.cell={_unit.name}", "model.decoder_style=bahdanau"])
 SRNMT_FLAGS = list(itertools.product([True, False], repeat=3))
 GATES = [(strategy, cell) for strategy in ("none", "source", "target", "both") for cell in ("rnn", "gru", "lstm", "atr", "ran")]
 GATE_VARIANTS = [
@@ -160,6 +167,7 @@ EMBEDDING_READERS = {
     "gru-luong-no-feeding": ["model.cell=gru", "model.input_feeding=false"],
     "srnmt": ["model.cell=srnmt"],
     "fsmn": ["model.cell=fsmn"],
+    **{f"{unit.name}-defaults": [f"model.cell={unit.name}"] for unit in units().values()},
 }
 
 
