@@ -12,8 +12,9 @@ import torch
 from torch import nn
 
 from nmt.cells.mingru import MinGRUCell
+from nmt.cells.minlstm import MinLSTMCell, normalised_gates
 
-CELLS = {"mingru": MinGRUCell}
+CELLS = {"mingru": MinGRUCell, "minlstm": MinLSTMCell}
 # (input size, hidden size per direction, directions)
 SIZES = [(5, 4, 1), (4, 4, 1), (6, 4, 2), (3, 6, 2)]
 TOL = {"rtol": 1e-12, "atol": 1e-12}
@@ -124,6 +125,12 @@ def by_hand(name: str, cell, x_t, h, direction: int) -> torch.Tensor:
                 z = sigmoid(linear(0, row, j))
                 h_tilde = linear(1, row, j)
                 values.append((1 - z) * h[row][j] + z * h_tilde)
+            else:
+                f, i = sigmoid(linear(0, row, j)), sigmoid(linear(1, row, j))
+                h_tilde = linear(2, row, j)
+                f_norm, i_norm = f / (f + i), i / (f + i)
+                assert abs(f_norm + i_norm - 1) < 1e-15
+                values.append(f_norm * h[row][j] + i_norm * h_tilde)
         out.append(values)
     return torch.tensor(out, dtype=torch.double)
 
@@ -142,6 +149,41 @@ def test_reference_step_is_the_papers_equation(name, direction):
         # and the fast step on the projected input
         u = cell.project(x_t[:, None])[:, 0].split(cell.chunks * 4, dim=-1)[direction]
         torch.testing.assert_close(cell.step(u, (h,), direction=direction)[0], expected, **TOL)
+
+
+@pytest.mark.parametrize("direction", [0, 1])
+def test_minlstm_is_a_convex_combination(direction):
+    """f'_t + i'_t = 1: when h_{t-1} equals the candidate h~_t, the step returns it unchanged,
+    whatever the gates; and h_t lies between h_{t-1} and h~_t."""
+    cell = build("minlstm", 3, 4, 2)
+    x_t = torch.randn(5, 3, dtype=torch.double)
+    with torch.no_grad():
+        W, b = cell.input_slice(direction)
+        h_tilde = x_t @ W[8:].T + b[8:]
+        h_new, _ = cell.reference_step(x_t, (h_tilde,), direction)
+        torch.testing.assert_close(h_new, h_tilde, **TOL)
+        h = torch.randn(5, 4, dtype=torch.double)
+        h_new, _ = cell.reference_step(x_t, (h,), direction)
+        assert torch.all(h_new >= torch.minimum(h, h_tilde) - 1e-12)
+        assert torch.all(h_new <= torch.maximum(h, h_tilde) + 1e-12)
+
+
+def test_minlstm_normalised_gates():
+    """The fast paths' σ(log f - log i) equals the printed f / (f + i), and stays finite where
+    both gates underflow (the printed division gives 0/0 there)."""
+    f_pre = torch.randn(50, dtype=torch.double) * 4
+    i_pre = torch.randn(50, dtype=torch.double) * 4
+    f_norm, i_norm = normalised_gates(f_pre, i_pre)
+    f, i = torch.sigmoid(f_pre), torch.sigmoid(i_pre)
+    torch.testing.assert_close(f_norm, f / (f + i), **TOL)
+    torch.testing.assert_close(i_norm, i / (f + i), **TOL)
+    torch.testing.assert_close(f_norm + i_norm, torch.ones_like(f_norm), **TOL)
+    f_pre, i_pre = torch.tensor([-200.0, -300.0]), torch.tensor([-201.0, -300.0])
+    f, i = torch.sigmoid(f_pre), torch.sigmoid(i_pre)
+    assert torch.isnan(f / (f + i)).all()  # float32: both gates are 0
+    f_norm, i_norm = normalised_gates(f_pre, i_pre)
+    torch.testing.assert_close(f_norm, torch.tensor([1 / (1 + math.exp(-1)), 0.5]))
+    torch.testing.assert_close(i_norm, 1 - f_norm)
 
 
 def test_mingru_gate_extremes():
@@ -165,7 +207,7 @@ def test_mingru_gate_extremes():
 def test_contract_attributes(name):
     cell = build(name, 5, 4, 2)
     assert cell.recurrence == "a" and cell.state_size == 1
-    assert cell.chunks == {"mingru": 2}[name]
+    assert cell.chunks == {"mingru": 2, "minlstm": 3}[name]
     assert cell.output_size == 8
     x = torch.randn(2, 3, 5, dtype=torch.double)
     u = cell.project(x)
@@ -188,7 +230,7 @@ def test_history_gate_is_rejected(name):
         cell.step(u, state, history_gate=torch.ones(2, 4, dtype=torch.double))
 
 
-@pytest.mark.parametrize("name,matrices", [("mingru", 2)])
+@pytest.mark.parametrize("name,matrices", [("mingru", 2), ("minlstm", 3)])
 @pytest.mark.parametrize("sizes", [(6, 6, 1), (5, 4, 1), (3, 6, 2)], ids=lambda s: f"D{s[0]}H{s[1]}x{s[2]}")
 def test_weight_matrices_and_parameters_by_hand(name, matrices, sizes):
     D, H, directions = sizes
