@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from nmt.cells.base import OwnWeightsCell
-from nmt.ops.linear_scan import linear_scan
+from nmt.ops.linear_scan import masked_linear_scan
 from nmt.units import Unit
 
 
@@ -43,13 +43,9 @@ class MinGRUCell(OwnWeightsCell):
 
     def scan_direction(self, u, mask, state, direction):
         z, h_tilde = u.chunk(2, dim=-1)
-        m = mask.unsqueeze(-1)
-        a = torch.where(m, torch.sigmoid(-z), 1.0)  # 1 - σ(z); padding: identity element, carries h through
-        b = torch.where(m, torch.sigmoid(z) * h_tilde, 0.0)
-        h = linear_scan(a, b, state[0], reverse=direction == 1)
-        # padding carried the state through to the scan's end: the state after the last real token
-        final = h[:, 0] if direction == 1 else h[:, -1]
-        return h * m, (final,)
+        h, final = masked_linear_scan(torch.sigmoid(-z), torch.sigmoid(z) * h_tilde, mask, state[0],
+                                      reverse=direction == 1)  # a_t = 1 - σ(z_t)
+        return h, (final,)
 
     def reference_step(self, x_t, state, direction):
         (h,) = state

@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from nmt.cells.base import OwnWeightsCell
-from nmt.ops.linear_scan import linear_scan
+from nmt.ops.linear_scan import masked_linear_scan
 from nmt.units import Unit
 
 
@@ -59,14 +59,9 @@ class MinLSTMCell(OwnWeightsCell):
 
     def scan_direction(self, u, mask, state, direction):
         f, i, h_tilde = u.chunk(3, dim=-1)
-        m = mask.unsqueeze(-1)
         f, i = normalised_gates(f, i)
-        a = torch.where(m, f, 1.0)  # padding: identity element, carries h through
-        b = torch.where(m, i * h_tilde, 0.0)
-        h = linear_scan(a, b, state[0], reverse=direction == 1)
-        # padding carried the state through to the scan's end: the state after the last real token
-        final = h[:, 0] if direction == 1 else h[:, -1]
-        return h * m, (final,)
+        h, final = masked_linear_scan(f, i * h_tilde, mask, state[0], reverse=direction == 1)
+        return h, (final,)
 
     def reference_step(self, x_t, state, direction):
         (h,) = state

@@ -95,3 +95,12 @@ class _LinearScan(torch.autograd.Function):
         grad_a = dc * c_prev
         grad_c0 = a[:, 0] * dc[:, 0]
         return grad_a, dc, grad_c0, None
+
+
+def masked_linear_scan(a: Tensor, b: Tensor, mask: Tensor, h0: Tensor, reverse: bool = False) -> tuple[Tensor, Tensor]:
+    """(outputs, final state) of h_t = a_t * h_{t-1} + b_t over padded sequences: padded
+    positions (mask False) carry the state through (a = 1, b = 0) and output zeros; the final
+    state is the one after each sequence's last real token (its first, when ``reverse``)."""
+    m = mask.unsqueeze(-1)
+    h = linear_scan(torch.where(m, a, 1.0), torch.where(m, b, 0.0), h0, reverse=reverse)
+    return h * m, (h[:, 0] if reverse else h[:, -1])
