@@ -64,10 +64,28 @@ class VerdictCallback(tune.Callback):
 
 
 class MlflowCallback(tune.Callback):
-    """Per-epoch metrics of every trial into its MLflow child run, as results arrive."""
+    """Per-epoch metrics of every trial into its MLflow child run, as results arrive; the run
+    ends (final metrics, artifacts, status) when its trial ends, not when the study does."""
 
-    def __init__(self, tracker: StudyTracker):
+    def __init__(self, tracker: StudyTracker, store: TrialStore, storage: StorageStopper):
         self.tracker = tracker
+        self.store = store
+        self.storage = storage
+
+    def _finish(self, trial) -> None:
+        from study.results import trial_record
+
+        if self.storage.trouble() is not None:
+            return  # the results directory is in trouble: the study stops, --resume reconciles
+        record = trial_record(self.store, trial_key(trial.config))
+        if record is not None and record["status"] != "running":
+            self.tracker.reconcile([record])
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._finish(trial)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._finish(trial)
 
     def _run_id(self, trial):
         key, label, seed, tree = _trial_key(trial)
@@ -113,6 +131,7 @@ class ProgressCallback(tune.Callback):
                 self.best = (value, _trial_key(trial)[1])
         if result.get("final"):
             self.finished[trial.trial_id] = result.get("status", "ok")
+            self._print_finished(trial, result)
         self._print(trials)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -132,6 +151,18 @@ class ProgressCallback(tune.Callback):
         self.finished[trial.trial_id] = "failed"
         self.starts.pop(trial.trial_id, None)
         self._print(trials, force=True)
+
+    def _print_finished(self, trial, result: dict) -> None:
+        """One line per finished trial: its row, seed, training progress and scores."""
+        _, label, seed, _ = _trial_key(trial)
+        epochs, best = result.get("epochs"), result.get("best_epoch")
+        scores = ", ".join(f"{name} {result[key]:.2f}" for name, key in (("valid BLEU", "valid_bleu"),
+                                                                         ("test BLEU", "test_bleu"))
+                           if isinstance(result.get(key), (int, float)))
+        progress = f"{epochs:g} epoch{'' if epochs == 1 else 's'} (best {best:g})" \
+            if isinstance(epochs, (int, float)) and isinstance(best, (int, float)) else ""
+        print(f"[{_clock(time.time() - self.started)}] done: {label} seed {seed}: {result.get('status', 'ok')}, "
+              f"{', '.join(part for part in (progress, scores) if part)}", flush=True)
 
     def _print(self, trials, force: bool = False) -> None:
         now = time.time()

@@ -59,11 +59,12 @@ def load_saved_records(study_dir: Path) -> list[dict]:
 def load_records(results_root: Path, study: str) -> list[dict]:
     """One record per trial that started: identity, config, status, metrics, artifacts."""
     store = TrialStore(experiment_dir(results_root, study))
-    records = [record for key in store.keys() if (record := _record(store, key)) is not None]
+    records = [record for key in store.keys() if (record := trial_record(store, key)) is not None]
     return sorted(records, key=lambda r: (r["row"], r["seed"], r.get("sample") or 0, r["key"]))
 
 
-def _record(store: TrialStore, key: str) -> dict | None:
+def trial_record(store: TrialStore, key: str) -> dict | None:
+    """One trial's record (None before it wrote its identity)."""
     identity = store.identity(key)
     if identity is None:
         return None

@@ -42,6 +42,10 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     assert len(children) == 8 and {c.data.tags["mlflow.parentRunId"] for c in children} == {parents[0].info.run_id}
     assert all(c.info.status == "FINISHED" for c in children)
+    # each child run ends with its trial: the first ended before the last one started, none after the parent
+    assert min(c.info.end_time for c in children) < max(c.info.start_time for c in children)
+    assert max(c.info.end_time for c in children) <= parents[0].info.end_time
+    assert "done: - Highway seed 1: ok, 1 epoch (best 1), valid BLEU" in result.stdout  # one line per trial
     assert {c.data.tags["label"] for c in children} == {r["label"] for r in rows}
     child = children[0]
     assert {"study", "config_hash", "seed", "status"} <= set(child.data.tags)
