@@ -33,3 +33,16 @@ def display_value(key: str, value) -> str:
     if key == "model.cell":
         return label(value)
     return str(value)
+
+
+# config keys as a figure's axis names
+AXES = {
+    "model.enc_layers": "encoder layers", "model.dec_layers": "decoder layers", "model.hidden": "hidden size",
+    "model.emb": "embedding size", "model.dropout": "dropout", "model.cell": "recurrent unit",
+    "train.lr": "learning rate", "train.batch_tokens": "batch size (tokens)", "train.max_epochs": "epochs",
+}
+
+
+def axis_name(key: str) -> str:
+    """A readable name of a config key: "model.enc_layers" -> "encoder layers"."""
+    return AXES.get(key, key.split(".")[-1].replace("_", " "))

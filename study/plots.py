@@ -1,5 +1,6 @@
-"""PNG plots of a study table: BLEU per configuration (bar), BLEU against a config value
-such as depth (line), and BLEU against training speed with the Pareto front.
+"""Plots of a study table, each as PNG and PDF (vector, for papers): BLEU per configuration
+(bar), BLEU against a config value such as depth (line, one series per value of the study's
+other axes), and BLEU against training speed with the Pareto front.
 
 They carry the table's marks: † after a row still improving when its budget ended, hatched
 bars (and a note) for rows cut short by the wall-time cap, intervals clipped to BLEU's range
@@ -83,7 +84,7 @@ def _figure(plt, rows: pd.DataFrame, width: float, height: float):
 NOTE_LINE = 0.12  # inches per footnote line
 
 
-def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
+def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     plt = _pyplot()
     records = rows.to_dict("records")
     fig, ax, notes = _figure(plt, rows, max(5.0, 0.7 * len(rows) + 2), 4)
@@ -107,24 +108,34 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     return _save(plt, fig, path, notes)
 
 
-def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path: Path) -> Path:
+def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path: Path,
+              series: list[str] | None = None) -> list[Path]:
+    """BLEU against ``x_values``: one line per distinct ``series`` label (the values of the
+    study's other axes, e.g. GRU and ATR in a depth x unit grid), integer ticks for integer x."""
     plt = _pyplot()
     fig, ax, notes = _figure(plt, rows, 5, 4)
-    frame = rows.assign(x=x_values)
+    frame = rows.assign(x=x_values, series=series if series is not None else [""] * len(rows))
     ok = _finite(frame, "bleu_mean")
-    ax.errorbar(ok["x"], ok["bleu_mean"], yerr=interval_errors(ok), marker="o", capsize=3)
+    names = list(dict.fromkeys(ok["series"]))
+    for name in names:
+        line = ok[ok["series"] == name].sort_values("x")
+        ax.errorbar(line["x"], line["bleu_mean"], yerr=interval_errors(line), marker="o", capsize=3,
+                    label=name or None)
     improving = ok[ok["still_improving"] > 0]
     if len(improving):
         ax.scatter(improving["x"], improving["bleu_mean"], s=90, facecolors="none", edgecolors="#dd8452",
                    label=f"{STILL_IMPROVING} still improving at its last epoch", zorder=3)
+    if len(improving) or len(names) > 1:
         ax.legend(fontsize=7)
+    if all(isinstance(x, int) and not isinstance(x, bool) for x in ok["x"]):
+        ax.set_xticks(sorted(set(ok["x"])))
     ax.set_xlabel(x_label)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     ax.set_title(title, fontsize=9)
     return _save(plt, fig, path, notes)
 
 
-def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
+def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     """BLEU against training tokens/s; the Pareto front (faster and better) is joined by a line."""
     plt = _pyplot()
     fig, ax, notes = _figure(plt, rows, 6, 4.5)
@@ -143,9 +154,13 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> Path:
     return _save(plt, fig, path, notes)
 
 
-def _save(plt, fig, path: Path, note_lines: int) -> Path:
+def _save(plt, fig, path: Path, note_lines: int) -> list[Path]:
+    """The PNG and, beside it, the same figure as PDF (no creation date: the same figure gives the
+    same file)."""
     bottom = (NOTE_LINE * note_lines + 0.1) / fig.get_size_inches()[1] if note_lines else 0.0
     fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=120)
+    vector = path.with_suffix(".pdf")
+    fig.savefig(vector, metadata={"CreationDate": None})
     plt.close(fig)
-    return path
+    return [path, vector]

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.config import config_from_dict
+from nmt.config import config_from_dict, model_option
 from nmt.typed_config import tree_changes
 from nmt.data.corpus import corpus_languages, discover_corpus, resolve_path
 from nmt.data.pipeline import load_data, resolve_cache_dir
@@ -36,7 +36,8 @@ from study import plots
 from study.ownership import StudyLock, owned_path
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.migration import adopt_stored_trials
-from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict
+from study.labels import axis_name, display_value
+from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict, varied_keys
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
 from study.storage import StorageStopper, check_storage
@@ -344,14 +345,15 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     table = build_table(records, title, reference, references, row_order)
     outputs = export(table, study_dir)
     if len(table.rows):
-        outputs.append(plots.bar_plot(table.rows, title, study_dir / "bleu.png"))
-        outputs.append(plots.speed_plot(table.rows, title, study_dir / "bleu_vs_speed.png"))
+        outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png")
+        outputs += plots.speed_plot(table.rows, title, study_dir / "bleu_vs_speed.png")
         if spec.fields.table.plot == "line" and spec.kind != "search":
             x_key = spec.fields.table.x
             by_label = {t.label: t for t in expand(spec)}
-            x_values = [_lookup(by_label[label].config, x_key) for label in table.rows["label"]]
-            outputs.append(plots.line_plot(table.rows, x_values, x_key, title,
-                                           study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png"))
+            configs = [by_label[label].config for label in table.rows["label"]]
+            outputs += plots.line_plot(table.rows, [_lookup(config, x_key) for config in configs], axis_name(x_key),
+                                       title, study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png",
+                                       line_series(spec, configs, x_key))
     return outputs, table
 
 
@@ -360,10 +362,35 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
+def line_series(spec: StudySpec, configs: list[dict], x_key: str) -> list[str]:
+    """The line each row belongs to in a plot over ``x_key``: the values of the study's keys that
+    vary independently of x ("GRU", "ATR" in a depth x unit grid; one line, "", when none do,
+    e.g. a depth axis that links encoder and decoder layers)."""
+    others = [key for key in varied_keys(spec) if key != x_key and _varies_beside(configs, x_key, key)]
+    return [" ".join(display_value(key, _lookup(config, key)) for key in others) for config in configs]
+
+
+def _varies_beside(configs: list[dict], x_key: str, key: str) -> bool:
+    """True when two rows share their x value but not their value of ``key``."""
+    seen: dict = {}
+    for config in configs:
+        seen.setdefault(repr(_lookup(config, x_key)), set()).add(repr(_lookup(config, key)))
+    return any(len(values) > 1 for values in seen.values())
+
+
 def _lookup(tree: dict, dotted: str):
-    for part in dotted.split("."):
-        tree = tree[part]
-    return tree
+    """The value of a dotted key in a trial config; a unit option named in the old flat form
+    (model.order) is found under its unit (model.fsmn.order)."""
+    node = tree
+    try:
+        for part in dotted.split("."):
+            node = node[part]
+        return node
+    except (KeyError, TypeError):
+        found = model_option(config_from_dict(tree, source="trial config").model, dotted)
+        if found is None:
+            raise
+        return found[1]
 
 
 # ---------------------------------------------------------------------------

@@ -80,9 +80,31 @@ def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
     outputs, _ = write_exports(spec, records, None, tmp_path)
     names = {p.name for p in outputs}
     assert {"table.md", "table.csv", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png",
-            "bleu_vs_enc_layers.png"} <= names
+            "bleu_vs_enc_layers.png", "bleu.pdf", "bleu_vs_speed.pdf", "bleu_vs_enc_layers.pdf"} <= names
     assert all(p.stat().st_size > 0 for p in outputs)
     assert "| SR-NMT 6L" in (tmp_path / "table.md").read_text()
+    pdf = (tmp_path / "bleu.pdf").read_bytes()
+    write_exports(spec, records, None, tmp_path)
+    assert (tmp_path / "bleu.pdf").read_bytes() == pdf  # vector output without a creation date: reproducible
+
+
+def test_a_line_plot_draws_one_line_per_value_of_the_other_axes(tmp_path):
+    from study.runner import line_series
+    from study.spec import expand, load_study
+
+    path = tmp_path / "two_axes.yaml"
+    path.write_text("""name: two_axes
+description: depth x unit
+data: {preset: synthetic, size: 300}
+grid:
+  model.cell: [gru, atr]
+  model.enc_layers+model.dec_layers: [1, 2]
+table: {plot: line, x: model.enc_layers}
+""")
+    configs = [t.config for t in expand(load_study(str(path)))]
+    assert line_series(load_study(str(path)), configs, "model.enc_layers") == ["GRU", "GRU", "ATR", "ATR"]
+    depth = load_study("depth_srnmt")  # encoder and decoder depth linked: one line
+    assert set(line_series(depth, [t.config for t in expand(depth)], "model.enc_layers")) == {""}
 
 
 def trained(label, row, seed, epochs, best, status="ok", bleu=30.0, stop_reason="max epochs"):
@@ -135,7 +157,7 @@ def test_a_truncated_seed_is_scored_but_never_shown_as_ok(tmp_path):
     assert capped["bleu_mean"] == 21.0 and capped["uneven_epochs"]
     assert "truncated: stopped by the wall-time cap" in table.markdown()
     assert any("capped" in line and "wall-time cap" in line for line in warnings(table.rows))
-    assert bar_plot(table.rows, "t", tmp_path / "bleu.png").stat().st_size > 0
+    assert all(path.stat().st_size > 0 for path in bar_plot(table.rows, "t", tmp_path / "bleu.png"))
     from study.plots import marked_label
 
     assert marked_label(capped.to_dict() | {"label": "capped"}) == "capped † (truncated)"
