@@ -9,6 +9,7 @@ bars (and a note) for rows cut short by the wall-time cap, intervals clipped to 
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -65,7 +66,6 @@ def interval_errors(rows: pd.DataFrame) -> list[list[float]]:
 
 def _note_lines(rows: pd.DataFrame, width_inches: float) -> list[str]:
     """The table's footnotes, wrapped to the figure's width."""
-    import textwrap
 
     chars = int(width_inches * 19)  # characters of 6.5 pt text per inch
     # a no-break space keeps ablation labels ("- LayerNorm") in one piece
@@ -142,23 +142,66 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     ok = _finite(rows, "bleu_mean", "train_tokens_per_s").reset_index(drop=True)
     points = list(zip(ok["train_tokens_per_s"], ok["bleu_mean"]))
     ax.scatter([p[0] for p in points], [p[1] for p in points], color="#4c72b0")
-    for (x, y), row in zip(points, ok.to_dict("records")):
-        ax.annotate(marked_label(row), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     front = pareto_front(points)
     if len(front) > 1:
         ax.plot([points[i][0] for i in front], [points[i][1] for i in front], color="#dd8452", label="Pareto front")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best")
     ax.set_xlabel("training target tokens/s")
     ax.set_ylabel("test BLEU")
-    ax.set_title(title, fontsize=9)
+    _title(ax, title, 6)
+    _layout(fig, notes)  # the axes' final place, where the labels are measured
+    place_labels(fig, ax, points, [marked_label(row) for row in ok.to_dict("records")])
     return _save(plt, fig, path, notes)
+
+
+# label offsets in points, tried in this order: right-up, left-up, right-down, left-down, further out
+_OFFSETS = [(3, 3), (-3, 3), (3, -9), (-3, -9), (3, 10), (-3, 10), (3, -16), (-3, -16)]
+
+
+def place_labels(fig, ax, points: list[tuple[float, float]], labels: list[str]) -> list:
+    """Annotate each point with its label at the first offset where the label stays inside the
+    axes and overlaps no label placed before it (measured with the figure's renderer); a label
+    with no free place goes where it leaves the frame least."""
+    ax.figure.canvas.draw()  # fixes the axes limits and the transform the boxes are measured in
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed = []
+    for (x, y), label in zip(points, labels):
+        best = None
+        for dx, dy in _OFFSETS:
+            text = ax.annotate(label, (x, y), fontsize=7, xytext=(dx, dy), textcoords="offset points",
+                               ha="left" if dx > 0 else "right")
+            box = text.get_window_extent(renderer)
+            outside = max(0.0, frame.x0 - box.x0) + max(0.0, box.x1 - frame.x1) + \
+                max(0.0, frame.y0 - box.y0) + max(0.0, box.y1 - frame.y1)
+            collides = any(box.overlaps(other) for other in placed)
+            score = (collides, outside)
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (score, text, box)
+            else:
+                text.remove()
+            if score == (False, 0.0):
+                break
+        placed.append(best[2])
+    return placed
+
+
+def _title(ax, title: str, width_inches: float) -> None:
+    """The title, wrapped to the figure's width instead of cut at both ends."""
+    ax.set_title("\n".join(textwrap.wrap(title, max(30, int(width_inches * 13)))), fontsize=9)
+
+
+def _layout(fig, note_lines: int) -> None:
+    bottom = (NOTE_LINE * note_lines + 0.1) / fig.get_size_inches()[1] if note_lines else 0.0
+    fig.tight_layout(rect=(0, bottom, 1, 1))
 
 
 def _save(plt, fig, path: Path, note_lines: int) -> list[Path]:
     """The PNG and, beside it, the same figure as PDF (no creation date: the same figure gives the
     same file)."""
-    bottom = (NOTE_LINE * note_lines + 0.1) / fig.get_size_inches()[1] if note_lines else 0.0
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    _layout(fig, note_lines)
     fig.savefig(path, dpi=120)
     vector = path.with_suffix(".pdf")
     fig.savefig(vector, metadata={"CreationDate": None})

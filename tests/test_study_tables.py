@@ -171,3 +171,22 @@ def test_plot_intervals_are_clipped_to_the_bleu_range():
     assert rows.iloc[0]["ci_low"] < 0 and rows.iloc[0]["ci_high"] > 100
     low, high = interval_errors(rows)
     assert (low[0], high[0]) == (50.0, 50.0)
+
+
+def test_scatter_labels_neither_collide_nor_leave_the_frame():
+    from study.plots import _pyplot, place_labels
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    # the committed context-gates plot's crowded corner: two labels at almost the same point, and
+    # long labels at the right edge
+    points = [(12100, 17.48), (12360, 17.51), (13350, 16.70), (13520, 16.91), (13480, 18.11), (9300, 16.6)]
+    labels = ["tanh RNN \u2020", "GRU + gating scalar (t) \u2020", "tanh RNN + CG (target) \u2020",
+              "tanh RNN + CG (source) \u2020", "GRU \u2020", "GRU + CG (both; t) \u2020"]
+    ax.scatter(*zip(*points))
+    fig.tight_layout()
+    boxes = place_labels(fig, ax, points, labels)
+    frame = ax.get_window_extent(fig.canvas.get_renderer())
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    plt.close(fig)
