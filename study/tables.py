@@ -58,8 +58,14 @@ class StudyTable:
         return (f"**{self.title}**\n\n" + _display_frame(self.rows, self.reference).to_markdown(index=False) + "\n"
                 + notes)
 
-    def latex(self) -> str:
-        return _latex(_display_frame(self.rows, self.reference), self.title, footnotes(self.rows))
+    def latex(self, label: str = "") -> str:
+        return _latex(_display_frame(self.rows, self.reference), self.title, footnotes(self.rows), label)
+
+    def latex_compact(self, label: str = "") -> str:
+        """The table for one paper column: BLEU ± std, Δ, p, best epoch, params, training speed."""
+        columns = ["Model", "BLEU", "± std", "Δ", "p", "best epoch", "params", "train tok/s"]
+        frame = _display_frame(self.rows, self.reference)[columns].rename(columns={"train tok/s": "tok/s"})
+        return _latex(frame, self.title, footnotes(self.rows), label, compact=True)
 
 
 def trials_frame(records: list[dict]) -> pd.DataFrame:
@@ -306,7 +312,7 @@ def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _latex(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
+def _latex(frame: pd.DataFrame, title: str, notes: list[str], label: str = "", compact: bool = False) -> str:
     def escape(text: str) -> str:
         for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
                      ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("<", r"$<$"), (STILL_IMPROVING, r"\textdagger{}"),
@@ -315,7 +321,10 @@ def _latex(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
         return text
 
     columns = list(frame.columns)
-    lines = [r"\begin{table}[t]", r"\centering", r"\begin{tabular}{l" + "r" * (len(columns) - 1) + "}",
+    lines = [r"\begin{table}[t]", r"\centering"]
+    if compact:  # one column of a two-column paper
+        lines += [r"\small", r"\setlength{\tabcolsep}{3pt}"]
+    lines += [r"\begin{tabular}{l" + "r" * (len(columns) - 1) + "}",
              r"\toprule", " & ".join(escape(c) for c in columns) + r" \\", r"\midrule"]
     for row in frame.itertuples(index=False):
         lines.append(" & ".join(escape(str(v)) for v in row) + r" \\")
@@ -324,16 +333,23 @@ def _latex(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
         lines += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize"]
         lines += [escape(note) + r"\par" for note in notes]
         lines += [r"\end{minipage}"]
-    lines += [rf"\caption{{{escape(title)}}}", r"\end{table}"]
+    lines += [rf"\caption{{{escape(title)}}}"]
+    if label:
+        lines += [rf"\label{{{label}}}"]
+    lines += [r"\end{table}"]
     return "\n".join(lines) + "\n"
 
 
 def export(table: StudyTable, directory: Path) -> list[Path]:
-    """table.md, table.csv, table.tex and trials.csv in ``directory``."""
+    """table.md, table.csv, table.tex (with \\label{tab:<study>}), table_compact.tex (one paper column,
+    label tab:<study>-compact) and trials.csv in ``directory`` (the study's directory)."""
     directory.mkdir(parents=True, exist_ok=True)
-    paths = {name: directory / name for name in ("table.md", "table.csv", "table.tex", "trials.csv")}
+    names = ("table.md", "table.csv", "table.tex", "table_compact.tex", "trials.csv")
+    paths = {name: directory / name for name in names}
+    label = f"tab:{directory.name}"
     write_lines(paths["table.md"], table.markdown().splitlines())
     write_lines(paths["table.csv"], table.rows.to_csv(index=False).splitlines())
-    write_lines(paths["table.tex"], table.latex().splitlines())
+    write_lines(paths["table.tex"], table.latex(label).splitlines())
+    write_lines(paths["table_compact.tex"], table.latex_compact(f"{label}-compact").splitlines())
     write_lines(paths["trials.csv"], table.trials.to_csv(index=False).splitlines())
     return list(paths.values())

@@ -83,6 +83,11 @@ def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
             "bleu_vs_enc_layers.png", "bleu.pdf", "bleu_vs_speed.pdf", "bleu_vs_enc_layers.pdf"} <= names
     assert all(p.stat().st_size > 0 for p in outputs)
     assert "| SR-NMT 6L" in (tmp_path / "table.md").read_text()
+    assert (tmp_path / "table.tex").read_text().endswith(f"\\label{{tab:{tmp_path.name}}}\n\\end{{table}}\n")
+    compact = (tmp_path / "table_compact.tex").read_text()  # one paper column: eight columns, small type
+    assert r"\begin{tabular}{lrrrrrrr}" in compact and r"\small" in compact
+    assert "Model & BLEU & $\\pm$ std & $\\Delta$ & p & best epoch & params & tok/s" in compact
+    assert f"\\label{{tab:{tmp_path.name}-compact}}" in compact
     pdf = (tmp_path / "bleu.pdf").read_bytes()
     write_exports(spec, records, None, tmp_path)
     assert (tmp_path / "bleu.pdf").read_bytes() == pdf  # vector output without a creation date: reproducible
