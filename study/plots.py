@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from study.tables import STILL_IMPROVING, footnotes
+from study.tables import SCORED, STILL_IMPROVING, footnotes
 
 BLEU_RANGE = (0.0, 100.0)
 
@@ -84,13 +84,17 @@ def _figure(plt, rows: pd.DataFrame, width: float, height: float):
 NOTE_LINE = 0.12  # inches per footnote line
 
 
-def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
+def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | None = None,
+             reference: str | None = None) -> list[Path]:
+    """Mean test BLEU per row with its 95% interval (clipped to BLEU's range), each seed's score
+    as a dot on its bar, and the reference row in its own colour."""
     plt = _pyplot()
     records = rows.to_dict("records")
     fig, ax, notes = _figure(plt, rows, max(5.0, 0.7 * len(rows) + 2), 4)
     labels = [marked_label(row) for row in records]
     means = [0.0 if math.isnan(m) else m for m in rows["bleu_mean"]]
-    bars = ax.bar(range(len(labels)), means, yerr=interval_errors(rows), capsize=3, color="#4c72b0")
+    colours = ["#dd8452" if row["label"] == reference else "#4c72b0" for row in records]
+    bars = ax.bar(range(len(labels)), means, yerr=interval_errors(rows), capsize=3, color=colours)
     for bar, row in zip(bars, records):
         if row["n"] == 0:
             bar.set_color("#bbbbbb")
@@ -101,10 +105,21 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
             bar.set_facecolor("#9fb3d6")
             ax.annotate("truncated", (bar.get_x() + bar.get_width() / 2, 0.5), ha="center", rotation=90,
                         va="bottom", fontsize=7)
+    if trials is not None and len(trials):
+        scored = trials[trials["status"].isin(SCORED)]
+        for index, row in enumerate(records):
+            seeds = _finite(scored[scored["label"] == row["label"]], "test_bleu")["test_bleu"]
+            offsets = [0.0] if len(seeds) == 1 else [0.25 * (i / (len(seeds) - 1) - 0.5) for i in range(len(seeds))]
+            ax.scatter([index + o for o in offsets], list(seeds), s=10, color="black", zorder=3,
+                       label="one seed" if index == 0 else None)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)  # outside: no bar hidden
+    if reference is not None and reference in set(rows["label"]):
+        ax.annotate("reference", (labels.index(marked_label(records[list(rows["label"]).index(reference)])), 0),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=6, color="white")
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     ax.set_ylim(bottom=0)
-    ax.set_title(title, fontsize=9)
+    _title(ax, title, fig.get_size_inches()[0])
     return _save(plt, fig, path, notes)
 
 

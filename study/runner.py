@@ -345,7 +345,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     table = build_table(records, title, reference, references, row_order)
     outputs = export(table, study_dir)
     if len(table.rows):
-        outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png")
+        outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png", table.trials, table.reference)
         outputs += plots.speed_plot(table.rows, title, study_dir / "bleu_vs_speed.png")
         if spec.fields.table.plot == "line" and spec.kind != "search":
             x_key = spec.fields.table.x
