@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted study; finished trials "
                                                               "are not run again")
     parser.add_argument("--fresh", action="store_true", help="delete the study's previous results and start over")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="show the rows, trials, budget per trial and an estimate of the total time (from a few "
+                             "timed training steps of each row's model on this machine); train and write nothing")
     parser.add_argument("--verbose", action="store_true", help="show the trials' own output")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     return parser
@@ -65,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.langs and not args.data_dir:
         raise UserError("--langs needs --data-dir (the directory of the corpus)")
 
-    from study.runner import RunOptions, run_study
+    from study.runner import RunOptions, dry_run_study, run_study
     from study.spec import MAX_TRIALS, load_study
 
     spec = load_study(args.name, overrides, smoke_run=args.smoke, max_trials=args.max_trials or MAX_TRIALS)
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                          num_cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,
                          tracking_uri=args.tracking_uri, data_dir=args.data_dir, langs=args.langs,
                          verbose=args.verbose, command=command)
+    if args.dry_run:
+        return dry_run_study(spec, options)
     return run_study(spec, options)
 
 

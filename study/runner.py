@@ -420,6 +420,18 @@ def _check_address(opts: RunOptions) -> str | None:
     return address
 
 
+def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
+    """--dry-run: the data prepared (and cached), every row's model timed; no Ray, no results."""
+    from study.dry_run import dry_run
+
+    print(f"study {spec.name}: {spec.fields.description}", flush=True)
+    _, stats = prepare_data(spec, opts)
+    resources = trial_resources(spec, opts)
+    cpus = opts.num_cpus or os.cpu_count() or 1
+    concurrency = opts.max_concurrent or max(1, int(cpus // resources["cpu"]))
+    return dry_run(spec, stats, resources["cpu"], concurrency, log=lambda line: print(line, flush=True))
+
+
 def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:
     """What one trial asks Ray for: CPUs (also its torch threads) and a GPU share."""
     gpu = opts.gpus_per_trial if opts.gpus_per_trial is not None else spec.fields.resources.gpu

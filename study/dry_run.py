@@ -1,0 +1,117 @@
+"""``python -m study.run NAME --dry-run``: what a study would run and about how long it takes,
+without training and without writing results.
+
+It validates the study, prepares its data (cached for the real run), and for every row
+builds the model and times a few training steps on a batch of the study's size and a greedy
+and a beam decoding of one batch, on this machine with the threads one trial gets. A trial's
+time is its epoch budget times (training steps per epoch x step time + validation decoding),
+plus the test set's beam search; early stopping ends trials sooner, so the total is an upper
+bound for epoch budgets. Ray is not started.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from nmt.config import config_from_dict
+from study.spec import StudySpec, expand
+
+STEPS_TIMED = 3
+
+
+def _fastest(fn, repeats: int) -> float:
+    fn()  # warm-up: first-call allocations and caches
+    best = math.inf
+    for _ in range(repeats):
+        begin = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - begin)
+    return best
+
+
+def time_row(config: dict, stats: dict) -> dict:
+    """Seconds of one training step, one greedy and one beam batch of this row's model, and its
+    parameters, on random data shaped like the corpus."""
+    from nmt.model import build_model
+    from nmt.search import beam_search, greedy_decode
+
+    cfg = config_from_dict(config, source="dry run")
+    length = max(2, round(stats["train_tgt_tokens"] / max(1, stats["train_pairs"])))
+    batch = max(1, cfg.train.batch_tokens // (length + 1))
+    torch.manual_seed(0)
+    model = build_model(cfg.model, stats["src_vocab"], stats["tgt_vocab"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
+    src = torch.randint(4, stats["src_vocab"], (batch, length))
+    tgt = torch.randint(4, stats["tgt_vocab"], (batch, length + 1))
+    src_mask = torch.ones_like(src, dtype=torch.bool)
+    tgt_mask = torch.ones(batch, length, dtype=torch.bool)
+
+    def train_step():
+        optimizer.zero_grad(set_to_none=True)
+        loss, _ = model.loss(src, src_mask, tgt[:, :-1], tgt[:, 1:], tgt_mask)
+        (loss / tgt_mask.sum()).backward()
+        optimizer.step()
+
+    model.train()
+    step = _fastest(train_step, STEPS_TIMED)
+    model.eval()
+    sentences = min(cfg.decode.batch_size, 32)
+    with torch.no_grad():
+        greedy = _fastest(lambda: greedy_decode(model, src[:sentences], src_mask[:sentences],
+                                                cfg.decode.max_len_ratio), 1) / sentences
+        beam = _fastest(lambda: beam_search(model, src[:sentences], src_mask[:sentences], cfg.decode.beam,
+                                            cfg.decode.length_penalty, cfg.decode.max_len_ratio), 1) / sentences
+    return {"params": model.parameter_count, "step_s": step, "greedy_s": greedy, "beam_s": beam,
+            "steps_per_epoch": math.ceil(stats["train_tgt_tokens"] * (length + 1) / length / cfg.train.batch_tokens),
+            "epochs": cfg.train.max_epochs, "valid_pairs": stats["valid_pairs"], "test_pairs": stats["test_pairs"]}
+
+
+def trial_seconds(timing: dict) -> tuple[float, float]:
+    """(one epoch: training and validation, the whole trial at its epoch budget)."""
+    epoch = timing["steps_per_epoch"] * timing["step_s"] + timing["valid_pairs"] * timing["greedy_s"]
+    return epoch, timing["epochs"] * epoch + timing["test_pairs"] * timing["beam_s"]
+
+
+def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: int, log=print) -> int:
+    trials = expand(spec)
+    rows: dict[str, list] = {}
+    for trial in trials:
+        rows.setdefault(trial.label, []).append(trial)
+    budget = spec.fields.budget
+    parts = [f"{name} {value:g}" for name, value in (("epochs", budget.epochs), ("steps", budget.steps),
+                                                     ("tokens", budget.tokens), ("patience", budget.patience),
+                                                     ("minutes (cap)", budget.minutes)) if value is not None]
+    log(f"{spec.kind} study: {len(rows)} rows x {spec.fields.seeds} seed(s) = {len(trials)} trials; "
+        f"budget per trial: {', '.join(parts) or 'the base config'}; {concurrency} at once, "
+        f"{cpus_per_trial:g} CPU each")
+    if spec.kind == "search":
+        log(f"search: {spec.fields.search.num_samples} samples of the space; times below are for the base config")
+    torch.set_num_threads(max(1, int(cpus_per_trial)))
+    total = 0.0
+    log(f"{'row':<32} {'trials':>6} {'params':>9} {'step':>8} {'epoch':>8} {'trial (max)':>12}")
+    for label, group in rows.items():
+        timing = time_row(group[0].config, stats)
+        epoch, trial = trial_seconds(timing)
+        total += trial * len(group)
+        log(f"{label[:32]:<32} {len(group):>6} {timing['params']:>9,} {1000 * timing['step_s']:>6.0f}ms "
+            f"{_clock(epoch):>8} {_clock(trial):>12}")
+    trials_total = spec.fields.search.num_samples if spec.kind == "search" else len(trials)
+    if spec.kind == "search":
+        total = total / max(1, len(trials)) * trials_total
+    wall = total / max(1, concurrency)
+    log(f"estimate: at most {_clock(wall)} of wall time for {trials_total} trials on this machine now "
+        f"({_clock(total)} of trial time; early stopping ends trials sooner, a busy machine later). "
+        "Nothing was trained or written; run it without --dry-run.")
+    return 0
+
+
+def _clock(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    minutes = seconds / 60
+    if minutes < 60:
+        return f"{minutes:.1f}m"
+    return f"{int(minutes // 60)}h{int(minutes % 60):02d}m"
