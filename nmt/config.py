@@ -221,9 +221,9 @@ def split_unit_options(tree: dict, source: str) -> tuple[dict, dict]:
         raise ConfigError(f"{source}: model.{unit.name} must be a section (a mapping) of the {unit.name} unit's "
                           f"options, got {own!r}")
     own = dict(own)
-    generic = {f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("yaml", True)}
+    generic = _generic_model_keys()
     for key in [k for k in model if k not in generic]:
-        owners = {u.name: u.renamed.get(key, key) for u in known.values() if u.renamed.get(key, key) in u.option_names()}
+        owners = {u.name: u.option_for(key) for u in known.values() if u.option_for(key) is not None}
         if not owners:
             continue  # an unknown key: build_dataclass names it with a suggestion
         value = model.pop(key)
@@ -240,20 +240,26 @@ def split_unit_options(tree: dict, source: str) -> tuple[dict, dict]:
     return {**tree, "model": model}, own
 
 
+def _generic_model_keys() -> set[str]:
+    """The model keys every unit has (the unit's own options excluded)."""
+    return {f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("yaml", True)}
+
+
 def model_option(model: ModelConfig, key: str) -> tuple[Any, Any] | None:
     """(type, value) of a dotted model key in a resolved config: a generic one (model.layer_norm),
     the unit's own (model.srnmt.highway) or one in the old flat form (model.highway); None when
     the model has no such key."""
     parts = key.split(".")
+    unit = model.unit
     if parts[0] != "model" or len(parts) not in (2, 3):
         return None
-    generic = {f.name for f in dataclasses.fields(ModelConfig) if f.metadata.get("yaml", True)}
-    if len(parts) == 2 and parts[1] in generic:
+    if len(parts) == 2 and parts[1] in _generic_model_keys():
         return typing.get_type_hints(ModelConfig)[parts[1]], getattr(model, parts[1])
-    unit = model.unit
-    name = parts[2] if len(parts) == 3 and parts[1] == unit.name else unit.renamed.get(parts[1], parts[1]) \
-        if len(parts) == 2 else None
-    if name is None or name not in unit.option_names():
+    if len(parts) == 3:
+        name = parts[2] if parts[1] == unit.name and parts[2] in unit.option_names() else None
+    else:
+        name = unit.option_for(parts[1])
+    if name is None:
         return None
     return typing.get_type_hints(unit.options)[name], getattr(model.options, name)
 

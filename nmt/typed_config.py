@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import operator
 import types
 import typing
 from dataclasses import field
@@ -23,45 +24,29 @@ from nmt.yaml_input import load_yaml
 
 
 def setting(default: Any = None, help: str = "", *, ge: float | None = None, gt: float | None = None,
-            le: float | None = None, lt: float | None = None, note: str = "", factory=None):
+            le: float | None = None, lt: float | None = None, note: str = ""):
     """A dataclass field with its help text and bounds (checked by ``check_bounds``);
     ``note`` is appended to the bounds' error message as it is (", e.g. 0.08")."""
-    metadata = {"help": help, "ge": ge, "gt": gt, "le": le, "lt": lt, "note": note}
-    if factory is not None:
-        return field(default_factory=factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
+    return field(default=default, metadata={"help": help, "ge": ge, "gt": gt, "le": le, "lt": lt, "note": note})
 
 
-def help_of(cls, name: str) -> str:
-    for f in dataclasses.fields(cls):
-        if f.name == name:
-            return f.metadata.get("help", "")
-    return ""
+# bound name -> (test, comparison as written, interval bracket)
+BOUNDS = {"ge": (operator.ge, ">=", "["), "gt": (operator.gt, ">", "("),
+          "le": (operator.le, "<=", "]"), "lt": (operator.lt, "<", ")")}
 
 
 def bounds_text(metadata: dict) -> str:
     """"must be >= 1", "must be in (0, 1]", ... from a field's declared bounds ("" if none)."""
-    low = ("[", metadata["ge"]) if metadata.get("ge") is not None else ("(", metadata["gt"]) \
-        if metadata.get("gt") is not None else None
-    high = ("]", metadata["le"]) if metadata.get("le") is not None else (")", metadata["lt"]) \
-        if metadata.get("lt") is not None else None
+    low = next((name for name in ("ge", "gt") if metadata.get(name) is not None), None)
+    high = next((name for name in ("le", "lt") if metadata.get(name) is not None), None)
     if low and high:
-        return f"must be in {low[0]}{_number(low[1])}, {_number(high[1])}{high[0]}"
-    if low:
-        return f"must be {'>=' if low[0] == '[' else '>'} {_number(low[1])}"
-    if high:
-        return f"must be {'<=' if high[0] == ']' else '<'} {_number(high[1])}"
-    return ""
-
-
-def _number(value: float) -> str:
-    return f"{value:g}"
+        return f"must be in {BOUNDS[low][2]}{metadata[low]:g}, {metadata[high]:g}{BOUNDS[high][2]}"
+    one = low or high
+    return f"must be {BOUNDS[one][1]} {metadata[one]:g}" if one else ""
 
 
 def in_bounds(value: Any, metadata: dict) -> bool:
-    checks = (("ge", lambda v, b: v >= b), ("gt", lambda v, b: v > b), ("le", lambda v, b: v <= b),
-              ("lt", lambda v, b: v < b))
-    return all(metadata.get(name) is None or holds(value, metadata[name]) for name, holds in checks)
+    return all(metadata.get(name) is None or test(value, metadata[name]) for name, (test, _, _) in BOUNDS.items())
 
 
 def check_bounds(obj, source: str, prefix: str) -> None:

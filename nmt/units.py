@@ -14,8 +14,8 @@ import dataclasses
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,23 @@ class Unit:
     def option_names(self) -> list[str]:
         return [f.name for f in dataclasses.fields(self.options)]
 
-    def default_options(self):
-        return self.options()
+    def option_for(self, flat_key: str) -> str | None:
+        """The option an old flat key (model.<key>) names in this unit, if any (``renamed``
+        maps keys whose name changed, e.g. ran_output -> output)."""
+        name = self.renamed.get(flat_key, flat_key)
+        return name if name in self.option_names() else None
+
+    def flat_key(self, option: str) -> str:
+        """The old flat key of an option (the inverse of ``option_for``)."""
+        return next((old for old, new in self.renamed.items() if new == option), option)
 
 
 _UNITS: dict[str, Unit] = {}
 
 
 def units() -> dict[str, Unit]:
-    """name -> Unit, in the order of their modules' names; each module of ``nmt.cells`` that
-    declares a ``UNIT`` is one entry."""
+    """name -> Unit in listing order (``rank``, then name); each module of ``nmt.cells`` that
+    declares a ``UNIT`` is one entry, found once per process."""
     if not _UNITS:
         import nmt.cells
 
@@ -98,10 +105,6 @@ def units() -> dict[str, Unit]:
                 found[unit.name] = unit
         _UNITS.update(sorted(found.items(), key=lambda item: (item[1].rank, item[0])))
     return _UNITS
-
-
-def unit(name: str) -> Unit:
-    return units()[name]
 
 
 def unit_names() -> list[str]:

@@ -450,11 +450,10 @@ def shrink_for_smoke(spec: StudySpec) -> StudySpec:
     f.base.setdefault("decode", {})["beam"] = small.decode.beam
     unit = probe.model.unit
     for name, value in dataclasses.asdict(small.model.options).items():  # the unit's own sizes the base sets (FSMN order)
-        flat = next((old for old, new in unit.renamed.items() if new == name), name)
         if value == getattr(probe.model.options, name):
             continue
-        if flat in model:  # the old flat form
-            model[flat] = value
+        if unit.flat_key(name) in model:  # the old flat form
+            model[unit.flat_key(name)] = value
         elif name in (model.get(unit.name) or {}):
             model[unit.name][name] = value
     if f.search is not None:  # keep sampled sizes small too
