@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from nmt.config import ModelConfig
 from nmt.decoders.base import Decoder, DecoderState, Memory
 from nmt.encoders.fsmn import previous_word_window
-from nmt.modules.memory_block import MemoryBlock
+from nmt.modules.memory_block import MemoryBlock, set_memory_lr_scale
 
 
 class FSMNDecoderLayer(nn.Module):
@@ -59,9 +59,7 @@ class FSMNDecoder(Decoder):
                                                 layer in self.attending, cfg.dropout))
             self.add_layer(cfg, layer, size, memory_size, query_size=2 * size)  # queries with [v~; v1]
         self.finish(cfg, size, memory_size, initial_state=False)  # no recurrence: no initial state
-        for module in self.modules():
-            if isinstance(module, MemoryBlock):
-                module.lr_scale = cfg.options.memory_lr_scale
+        set_memory_lr_scale(self, cfg.options.memory_lr_scale)
 
     def forward(self, memory: Memory, y_emb: Tensor, y_mask: Tensor) -> Tensor:
         x = previous_word_window(y_emb, self.window)

@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from nmt.config import ModelConfig
 from nmt.modules.layers import LayerConnection
-from nmt.modules.memory_block import MemoryBlock
+from nmt.modules.memory_block import MemoryBlock, set_memory_lr_scale
 
 
 class FSMNLayer(nn.Module):
@@ -79,9 +79,7 @@ class FSMNEncoder(nn.Module):
         total = size * directions
         self.projection = nn.Linear(total, hidden) if total != hidden else nn.Identity()
         self.output_size = hidden
-        for module in self.modules():
-            if isinstance(module, MemoryBlock):
-                module.lr_scale = cfg.options.memory_lr_scale
+        set_memory_lr_scale(self, cfg.options.memory_lr_scale)
 
     @property
     def weight_matrices(self) -> int:

@@ -61,3 +61,10 @@ class MemoryBlock(nn.Module):
                     acc = acc + taps[:, i] * h[:, t - i]
             out.append(torch.relu(acc))
         return torch.stack(out, dim=1)
+
+
+def set_memory_lr_scale(module: nn.Module, scale: float) -> None:
+    """Every memory block in ``module`` learns at ``scale`` times the rate of the rest."""
+    for block in module.modules():
+        if isinstance(block, MemoryBlock):
+            block.lr_scale = scale
