@@ -114,8 +114,8 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
                        label="one seed" if index == 0 else None)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)  # outside: no bar hidden
     if reference is not None and reference in set(rows["label"]):
-        ax.annotate("reference", (labels.index(marked_label(records[list(rows["label"]).index(reference)])), 0),
-                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=6, color="white")
+        ax.annotate("reference", (list(rows["label"]).index(reference), 0), xytext=(0, 2), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=6, color="white")
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     ax.set_ylim(bottom=0)
@@ -146,7 +146,7 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
         ax.set_xticks(sorted(set(ok["x"])))
     ax.set_xlabel(x_label)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
-    ax.set_title(title, fontsize=9)
+    _title(ax, title, fig.get_size_inches()[0])
     return _save(plt, fig, path, notes)
 
 
@@ -163,7 +163,7 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
         ax.legend(fontsize=8, loc="best")
     ax.set_xlabel("training target tokens/s")
     ax.set_ylabel("test BLEU")
-    _title(ax, title, 6)
+    _title(ax, title, fig.get_size_inches()[0])
     _layout(fig, notes)  # the axes' final place, where the labels are measured
     place_labels(fig, ax, points, [marked_label(row) for row in ok.to_dict("records")])
     return _save(plt, fig, path, notes)
@@ -176,8 +176,9 @@ _OFFSETS = [(3, 3), (-3, 3), (3, -9), (-3, -9), (3, 10), (-3, 10), (3, -16), (-3
 def place_labels(fig, ax, points: list[tuple[float, float]], labels: list[str]) -> list:
     """Annotate each point with its label at the first offset where the label stays inside the
     axes and overlaps no label placed before it (measured with the figure's renderer); a label
-    with no free place goes where it leaves the frame least."""
-    ax.figure.canvas.draw()  # fixes the axes limits and the transform the boxes are measured in
+    with no such place goes where it overlaps no other label if it can, leaving the frame least.
+    Returns the labels' boxes."""
+    fig.canvas.draw()  # fixes the axes limits and the transform the boxes are measured in
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     placed = []

@@ -541,7 +541,8 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
         total = len(trials)
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
     concurrency = opts.max_concurrent or max(1, int((opts.num_cpus or os.cpu_count() or 1) // resources["cpu"]))
-    callbacks = [VerdictCallback(TrialStore(exp_dir), storage), MlflowCallback(tracker, TrialStore(exp_dir), storage),
+    store = TrialStore(exp_dir)
+    callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
                  ProgressCallback(total, metric.name, metric.mode, concurrency)]
     if spec.fields.scheduler.type == "asha":
         from ray.tune.schedulers import ASHAScheduler
