@@ -5,34 +5,18 @@ equations computed by hand, and the weight-matrix and parameter counts."""
 from __future__ import annotations
 
 import math
-import zlib
 
 import pytest
 import torch
-from torch import nn
 
 from nmt.cells.mingru import MinGRUCell
 from nmt.cells.minlstm import MinLSTMCell, normalised_gates
+from test_cells import build, padded_batch  # the cell tests' own set-up: same seeds, same ±0.8 weights
 
 CELLS = {"mingru": MinGRUCell, "minlstm": MinLSTMCell}
 # (input size, hidden size per direction, directions)
 SIZES = [(5, 4, 1), (4, 4, 1), (6, 4, 2), (3, 6, 2)]
 TOL = {"rtol": 1e-12, "atol": 1e-12}
-
-
-def build(name: str, input_size: int, hidden: int, directions: int):
-    cell = CELLS[name](input_size, hidden, directions)
-    torch.manual_seed(zlib.crc32(f"{name}{input_size}{hidden}{directions}".encode()))
-    for p in cell.parameters():
-        nn.init.uniform_(p, -0.8, 0.8)
-    return cell.double()
-
-
-def padded_batch(batch: int, length: int, size: int):
-    x = torch.randn(batch, length, size, dtype=torch.double, requires_grad=True)
-    lengths = torch.tensor([length] + [max(1, length - 2 * i - 1) for i in range(1, batch)])
-    mask = torch.arange(length)[None, :] < lengths[:, None]
-    return x, mask
 
 
 @pytest.mark.parametrize("name", list(CELLS))
