@@ -12,7 +12,6 @@ bound for epoch budgets. Ray is not started.
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 
@@ -22,48 +21,25 @@ from study.spec import StudySpec, expand
 STEPS_TIMED = 3
 
 
-def _fastest(fn, repeats: int) -> float:
-    fn()  # warm-up: first-call allocations and caches
-    best = math.inf
-    for _ in range(repeats):
-        begin = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - begin)
-    return best
-
-
 def time_row(config: dict, stats: dict) -> dict:
     """Seconds of one training step, one greedy and one beam batch of this row's model, and its
-    parameters, on random data shaped like the corpus."""
-    from nmt.model import build_model
+    parameters, on random data shaped like the corpus (nmt.bench's model set-up and timing)."""
+    from nmt.bench import best_time, prepare_model
     from nmt.search import beam_search, greedy_decode
 
     cfg = config_from_dict(config, source="dry run")
     length = max(2, round(stats["train_tgt_tokens"] / max(1, stats["train_pairs"])))
     batch = max(1, cfg.train.batch_tokens // (length + 1))
     torch.manual_seed(0)
-    model = build_model(cfg.model, stats["src_vocab"], stats["tgt_vocab"])
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.train.lr)
-    src = torch.randint(4, stats["src_vocab"], (batch, length))
-    tgt = torch.randint(4, stats["tgt_vocab"], (batch, length + 1))
-    src_mask = torch.ones_like(src, dtype=torch.bool)
-    tgt_mask = torch.ones(batch, length, dtype=torch.bool)
-
-    def train_step():
-        optimizer.zero_grad(set_to_none=True)
-        loss, _ = model.loss(src, src_mask, tgt[:, :-1], tgt[:, 1:], tgt_mask)
-        (loss / tgt_mask.sum()).backward()
-        optimizer.step()
-
-    model.train()
-    step = _fastest(train_step, STEPS_TIMED)
-    model.eval()
-    sentences = min(cfg.decode.batch_size, 32)
+    prepared = prepare_model(config["model"], batch, length, stats["tgt_vocab"], torch.device("cpu"))
+    step = best_time(prepared["train_step"], STEPS_TIMED)
+    model = prepared["model"].eval()
+    sentences = min(cfg.decode.batch_size, batch)
+    src, src_mask = prepared["src"][:sentences], prepared["src_mask"][:sentences]
     with torch.no_grad():
-        greedy = _fastest(lambda: greedy_decode(model, src[:sentences], src_mask[:sentences],
-                                                cfg.decode.max_len_ratio), 1) / sentences
-        beam = _fastest(lambda: beam_search(model, src[:sentences], src_mask[:sentences], cfg.decode.beam,
-                                            cfg.decode.length_penalty, cfg.decode.max_len_ratio), 1) / sentences
+        greedy = best_time(lambda: greedy_decode(model, src, src_mask, cfg.decode.max_len_ratio), 1) / sentences
+        beam = best_time(lambda: beam_search(model, src, src_mask, cfg.decode.beam, cfg.decode.length_penalty,
+                                             cfg.decode.max_len_ratio), 1) / sentences
     return {"params": model.parameter_count, "step_s": step, "greedy_s": greedy, "beam_s": beam,
             "steps_per_epoch": math.ceil(stats["train_tgt_tokens"] * (length + 1) / length / cfg.train.batch_tokens),
             "epochs": cfg.train.max_epochs, "valid_pairs": stats["valid_pairs"], "test_pairs": stats["test_pairs"]}
