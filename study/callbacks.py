@@ -102,6 +102,36 @@ class MlflowCallback(tune.Callback):
         self.tracker.log_epoch(self._run_id(trial), metrics, step)
 
 
+class OptunaLinkCallback(tune.Callback):
+    """Each Optuna trial (optuna-dashboard) names its table row, trial key and MLflow run as
+    user attributes, set when its Ray trial starts (its child run exists by then)."""
+
+    def __init__(self, storage_url: str, study_name: str, tracker: StudyTracker):
+        self.storage_url = storage_url
+        self.study_name = study_name
+        self.tracker = tracker
+        self._storage = None
+
+    def __getstate__(self):  # Ray pickles callbacks; the database connection is reopened
+        return {**self.__dict__, "_storage": None}
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        if SAMPLE not in trial.config:
+            return
+        import optuna
+
+        key, label, seed, tree = _trial_key(trial)
+        if self._storage is None:
+            self._storage = optuna.storages.RDBStorage(self.storage_url)
+        study_id = self._storage.get_study_id_from_name(self.study_name)
+        trial_id = self._storage.get_trial_id_from_study_id_trial_number(study_id, trial.config[SAMPLE])
+        links = {"table_row": label, "trial_key": key, "seed": seed, "mlflow_run_id": self.tracker.child(key, label, seed, tree),
+                 "mlflow_experiment_id": self.tracker.experiment_id, "mlflow_tracking_uri": self.tracker.uri}
+        for name, value in links.items():
+            if value is not None:
+                self._storage.set_trial_user_attr(trial_id, name, value)
+
+
 class ProgressCallback(tune.Callback):
     """One status line on every trial event (and at most every ``every`` seconds otherwise):
     running / done / diverged / failed, the best result so far and an ETA."""

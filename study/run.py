@@ -11,6 +11,8 @@ from pathlib import Path
 from nmt.cli import run_main
 from nmt.errors import UserError
 
+SMOKE_RESULTS = Path("results") / "smoke"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -36,13 +38,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--address", help="join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
                                           "starting a local one")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<results>/mlflow.db)")
-    parser.add_argument("--results", type=Path, default=Path("results"),
-                        help="results directory (default: ./results)")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="results directory (default: ./results, and ./results/smoke for --smoke runs, so a "
+                             "check never mixes with a full run's results)")
     parser.add_argument("--data-dir", type=Path, help="use the parallel corpus in DIR (train.L, val.L, test*.L, "
                                                       "optionally .gz) instead of the study's data")
     parser.add_argument("--langs", help="with --data-dir: the language pair SRC-TGT, e.g. en-de")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted study; finished trials "
                                                               "are not run again")
+    parser.add_argument("--extend", action="store_true",
+                        help="continue a finished or interrupted study that gained rows, seeds (e.g. --seeds 5) or "
+                             "search samples: its finished trials are kept, only the new ones train")
     parser.add_argument("--fresh", action="store_true", help="delete the study's previous results and start over")
     parser.add_argument("--dry-run", action="store_true",
                         help="show the rows, trials, budget per trial and an estimate of the total time (from a few "
@@ -63,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"{flag} {value}: must be >= 1")
     if args.gpus_per_trial is not None and args.gpus_per_trial < 0:
         raise UserError(f"--gpus-per-trial {args.gpus_per_trial}: must be >= 0")
-    if args.resume and args.fresh:
-        raise UserError("--resume and --fresh exclude each other: continue the study, or start it over")
+    if args.fresh and (args.resume or args.extend):
+        flag = "--resume" if args.resume else "--extend"
+        raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")
     if args.langs and not args.data_dir:
         raise UserError("--langs needs --data-dir (the directory of the corpus)")
 
@@ -73,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
 
     spec = load_study(args.name, overrides, smoke_run=args.smoke, max_trials=args.max_trials or MAX_TRIALS)
     command = "python -m study.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    options = RunOptions(results=args.results, resume=args.resume, fresh=args.fresh, address=args.address,
+    results = args.results or (SMOKE_RESULTS if args.smoke else Path("results"))
+    options = RunOptions(results=results, resume=args.resume or args.extend, extend=args.extend, fresh=args.fresh,
+                         address=args.address,
                          num_cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,
                          tracking_uri=args.tracking_uri, data_dir=args.data_dir, langs=args.langs,
                          verbose=args.verbose, command=command)

@@ -34,10 +34,11 @@ from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
 from study.ownership import StudyLock, owned_path
+from study.provenance import environment
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.migration import adopt_stored_trials
 from study.labels import axis_name, display_value
-from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict, varied_keys
+from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict, study_axes, varied_keys
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
 from study.storage import StorageStopper, check_storage
@@ -52,6 +53,7 @@ STATE_FILE = "study.json"
 class RunOptions:
     results: Path = Path("results")
     resume: bool = False
+    extend: bool = False  # with resume: the study may have gained rows, seeds or samples
     fresh: bool = False
     address: str | None = None
     num_cpus: int | None = None
@@ -154,11 +156,19 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     start = time.time()
 
     replace = False
+    flag = "--extend" if opts.extend else "--resume"
     if opts.resume:
         if state is None or not exp_dir.is_dir():
-            raise UserError(f"study {spec.name}: nothing to resume in {results_root}; run it without --resume")
+            raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
     elif exp_dir.exists() or state is not None:
-        if not opts.fresh:
+        if is_smoke_run(state) and not spec.tree.get("smoke"):
+            print(f"replacing the --smoke run's results of {spec.name} in {results_root}", flush=True)
+            replace = True
+        elif spec.tree.get("smoke") and not opts.fresh:
+            raise UserError(f"study {spec.name}: {results_root} holds the results of a full run, which a --smoke run "
+                            f"would replace; leave out --results (smoke runs go to results/smoke) or give another "
+                            f"--results directory")
+        elif not opts.fresh:
             results_flag = opts.results_flag()
             if not exp_dir.exists():  # tables and trial records only, e.g. committed reference results
                 what = "stored results (tables and trial records)"
@@ -179,12 +189,25 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         # directory (a clone elsewhere with the corpus at another path continues the study)
         before = state.get("portable_request") or portable_tree(state.get("request", {}))
         changes = tree_changes(before, portable_tree(spec.tree))
-        if changes:
+        if opts.extend and spec.fields.search is not None:
+            changes = [c for c in changes if not c.startswith("search.num_samples")]
+            stored = (before.get("search") or {}).get("num_samples", 0)
+            if spec.fields.search.num_samples < stored:
+                raise UserError(f"study {spec.name}: --extend cannot drop samples (search.num_samples "
+                                f"{stored} -> {spec.fields.search.num_samples}); raise it, or start over with --fresh")
+            if changes:
+                raise UserError(f"study {spec.name}: --extend adds samples to a search (search.num_samples), but "
+                                f"the search changed otherwise ({'; '.join(changes[:3])}); undo that, or start over "
+                                f"with --fresh (or copy the file under a new name to keep both)")
+        elif changes and not opts.extend:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
-                            f"resume with the same file and options, or start it over with --fresh (or copy the "
-                            f"file under a new name to keep both)")
+                            f"resume with the same file and options, --extend if it only gained rows or seeds (the "
+                            f"finished trials are kept), or start it over with --fresh (or copy the file under a new "
+                            f"name to keep both)")
     uri = tracking_uri(opts, state, results_root)
-    tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts")
+    tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts",
+                           description=spec.fields.description, varied=study_axes(spec),
+                           run_tags={"smoke": str(bool(spec.tree.get("smoke"))).lower(), **environment()})
     address = _check_address(opts)
     resources = trial_resources(spec, opts)
     if not address:
@@ -201,6 +224,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             _clear(results_root, spec.name)
             state = None
         trials = finalize_trials(spec, opts, exp_dir)
+        if opts.extend and spec.fields.search is None:
+            check_extension(spec, trials, exp_dir)
         write_lines(study_dir / "test.ref", references)
         closed = tracker.close_stale_runs()
         if closed:
@@ -213,7 +238,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                  "fingerprint": spec.fingerprint, "tracking_uri": uri,
                  "tracking_uri_default": uri == default_tracking_uri(results_root), "parent_run_id": parent,
                  "command": opts.command, "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
-                 "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats}
+                 "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats, "environment": environment()}
         write_state(study_dir, state)
         write_command(study_dir, opts.command)
         total = spec.fields.search.num_samples if spec.fields.search else len(trials)
@@ -247,6 +272,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     print("trials done; exporting tables and plots", flush=True)
     tracker.reconcile(records)
     outputs, table = write_exports(spec, records, references, study_dir)
+    tracker.log_study_table(table.rows)
     state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
                  wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
     write_state(study_dir, state)
@@ -262,6 +288,31 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
               file=sys.stderr)
     print(f"study {spec.name} done in {_clock(time.time() - start)}")
     return 0
+
+
+def is_smoke_run(state: dict | None) -> bool:
+    """Whether stored results come from a --smoke run (a check, which a full run replaces)."""
+    return bool(state and (state.get("request") or {}).get("smoke"))
+
+
+def check_extension(spec: StudySpec, trials: list[Trial], exp_dir: Path) -> None:
+    """--extend keeps every stored trial: the changed study must still contain each of them
+    (same config and seed), so it can only have gained rows or seeds."""
+    from study.results import trial_record
+
+    store = TrialStore(exp_dir)
+    wanted = {trial.key for trial in trials}
+    dropped = [key for key in store.keys() if key not in wanted]
+    if not dropped:
+        return
+    shown = []
+    for key in dropped[:3]:
+        record = trial_record(store, key)
+        shown.append(f"{record['label']} seed {record['seed']}" if record else key)
+    raise UserError(f"study {spec.name}: --extend only adds rows or seeds, but {len(dropped)} stored trial(s) are no "
+                    f"longer in the study ({', '.join(shown)}{', ...' if len(dropped) > 3 else ''}): a changed base "
+                    f"config, data or budget changes every trial; undo that, or start over with --fresh (or copy "
+                    f"the file under a new name to keep both)")
 
 
 def study_argument(spec: StudySpec) -> str:
@@ -526,7 +577,7 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
     Ray's bookkeeping."""
     from ray import tune
 
-    from study.callbacks import MlflowCallback, ProgressCallback, VerdictCallback
+    from study.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
     from study.trainable import TRIAL, train_trial
 
     resources = trial_resources(spec, opts)
@@ -544,6 +595,8 @@ def _tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: Stud
     store = TrialStore(exp_dir)
     callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
                  ProgressCallback(total, metric.name, metric.mode, concurrency)]
+    if spec.fields.search is not None:
+        callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
     if spec.fields.scheduler.type == "asha":
         from ray.tune.schedulers import ASHAScheduler
 
@@ -622,9 +675,13 @@ def _optuna(spec: StudySpec, results_root: Path, keep: bool):
     if not keep:  # a new run replaces the Optuna study of the same name; a resumed one continues it
         with contextlib.suppress(KeyError):
             optuna.delete_study(study_name=spec.name, storage=storage)
-    return NumberedOptunaSearch(space=space, metric=[m.name for m in metrics] if multi else metrics[0].name,
-                                mode=[m.mode for m in metrics] if multi else metrics[0].mode, sampler=sampler,
-                                study_name=spec.name, storage=storage)
+    searcher = NumberedOptunaSearch(space=space, metric=[m.name for m in metrics] if multi else metrics[0].name,
+                                    mode=[m.mode for m in metrics] if multi else metrics[0].mode, sampler=sampler,
+                                    study_name=spec.name, storage=storage)
+    # optuna-dashboard shows the objectives by name ("valid_bleu", not "Objective 0") and what the study is
+    searcher._ot_study.set_metric_names([m.name for m in metrics])
+    searcher._ot_study.set_user_attr("description", spec.fields.description)
+    return searcher
 
 
 def optuna_storage(results_root: Path) -> str:

@@ -343,6 +343,14 @@ def varied_keys(spec: StudySpec) -> list[str]:
     return keys
 
 
+def study_axes(spec: StudySpec) -> list[str]:
+    """Every config key the study varies, whatever the way: grid axes and variants, ablated
+    components, or searched parameters."""
+    if spec.fields.search is not None:
+        return list(spec.fields.search.space)
+    return list(spec.fields.ablate or []) + [key for key in varied_keys(spec) if key not in (spec.fields.ablate or [])]
+
+
 def count_trials(spec: StudySpec) -> int:
     """How many trials the study runs, counted without expanding it."""
     f = spec.fields

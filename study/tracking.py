@@ -1,9 +1,16 @@
 """MLflow tracking of a study, done by the driver (trials never talk to MLflow).
 
-- One experiment per study, one parent run per study run, one child run per
-  trial (``mlflow.parentRunId``) with the flattened config as params,
-  per-epoch metrics (step = epoch), final metrics, tags (study, trial_key =
-  config hash, label, seed, status) and artifacts (config, test translations).
+- One experiment per study (its description shown in the UI), one parent run
+  per study run, one child run per trial (``mlflow.parentRunId``).
+- A child run: the flattened config as params (keys the trial leaves unset are
+  left out); the keys the study varies in one ``varied`` tag and in the run's
+  description; tags for label, seed, status, smoke, git commit and package
+  versions; learning curves as per-epoch metrics (step = epoch); one-off
+  results (test BLEU, chrF, epochs, best epoch, parameters, speed) as metrics
+  logged once, which the UI draws as bar charts across runs; one-off facts
+  (stop reason, beam, threads, node) as tags; artifacts (config, translations).
+- The parent run: the study's table as a logged table and as per-row metrics
+  (``bleu/<row label>`` = mean test BLEU over seeds), plus the exported files.
 - Deterministic keys: a resumed study finds its parent run (its id is stored
   in the study's state file) and each trial's child run (by trial_key), so
   nothing is logged twice. An epoch that a trial trains again (restarted
@@ -25,6 +32,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -41,9 +49,17 @@ TERMINAL = {"ok": "FINISHED", "truncated": "FINISHED", "diverged": "FINISHED", "
             "stopped": "FINISHED"}
 
 
-# per-epoch metrics a trial's child run records (step = epoch)
-EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "best_epoch", "epochs_trained",
-                "steps", "train_tokens", "lr", "train_tokens_per_s", "elapsed_s")
+# per-epoch metrics a trial's child run records (step = epoch): its learning curves
+EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "steps", "train_tokens", "lr",
+                "train_tokens_per_s", "elapsed_s")
+# a trial's results, logged once when it ends
+FINAL_LOGGED = ("test_bleu", "test_chrf", "epochs", "best_epoch", "params", "weight_matrices", "train_seconds",
+                "decode_words_per_s")
+# the rest of a trial's record that says how it ran, as tags (the record's identity is tagged already)
+NOT_TAGGED = {"final", "seed", "label", "status", "trial_key", "cell"}
+# the parent run's per-row metrics: table column -> metric name
+ROW_LOGGED = {"bleu_mean": "bleu", "bleu_std": "bleu_std", "delta": "delta", "chrf": "chrf",
+              "train_tokens_per_s": "train_tokens_per_s"}
 
 
 def default_tracking_uri(results_dir: Path) -> str:
@@ -53,10 +69,16 @@ def default_tracking_uri(results_dir: Path) -> str:
 
 
 class StudyTracker:
-    def __init__(self, uri: str, study: str, artifact_root: Path | None = None):
+    def __init__(self, uri: str, study: str, artifact_root: Path | None = None, description: str = "",
+                 varied: list[str] = (), run_tags: dict[str, str] | None = None):
+        """``varied``: the config keys the study varies (shown on every child run); ``run_tags``:
+        tags of every run of this driver (smoke, git commit, package versions)."""
         self.uri = uri
         self.study = study
         self.artifact_root = artifact_root
+        self.description = description
+        self.varied = list(varied)
+        self.run_tags = dict(run_tags or {})
         self.parent_id: str | None = None
         self.experiment_id: str | None = None
         self.failures = 0
@@ -105,6 +127,8 @@ class StudyTracker:
             self.experiment_id = self.client.create_experiment(self.study, artifact_location=location)
         else:
             self.experiment_id = experiment.experiment_id
+        if self.description:  # the experiment's description in the UI
+            self.client.set_experiment_tag(self.experiment_id, "mlflow.note.content", self.description)
 
     def start_parent(self, fingerprint: str, params: dict, parent_id: str | None = None) -> str:
         """Reuse the parent run of a resumed study, or open a new one."""
@@ -113,13 +137,15 @@ class StudyTracker:
                 self.client.get_run(parent_id)
                 self.client.update_run(parent_id, status="RUNNING")
                 self.parent_id = parent_id
-                self._set_tag(parent_id, "driver", _driver())
+                self._safe(self.client.log_batch, parent_id, tags=_tags({**self.run_tags, "driver": _driver()}))
                 return parent_id
             except Exception:
                 log.warning("the parent run %s of this study is gone; opening a new one", parent_id)
+        note = f"{self.description}\n\nCommand: `{params.get('command', '')}`" if self.description else ""
         run = self.client.create_run(self.experiment_id, run_name=f"{self.study} {time.strftime('%Y-%m-%d %H:%M')}",
                                      tags={"study": self.study, "study_fingerprint": fingerprint, "role": "study",
-                                           "driver": _driver()})
+                                           "driver": _driver(), "mlflow.note.content": note,
+                                           "varied": ", ".join(self.varied), **self.run_tags})
         self.parent_id = run.info.run_id
         self._safe(self.client.log_batch, self.parent_id, params=_params(params))
         return self.parent_id
@@ -160,12 +186,16 @@ class StudyTracker:
                 if found[0].info.status != "RUNNING":
                     self.client.update_run(run_id, status="RUNNING")
             else:
+                flat = flatten(config)
+                varied = _varied_values(flat, self.varied)
                 run = self.client.create_run(self.experiment_id, run_name=f"{label} seed {seed}", tags={
                     "mlflow.parentRunId": self.parent_id, "study": self.study, "trial_key": key,
-                    "config_hash": key, "label": label, "seed": str(seed), "status": "running"})
+                    "config_hash": key, "label": label, "seed": str(seed), "status": "running", "varied": varied,
+                    "mlflow.note.content": f"Row **{label}** of study {self.study}, seed {seed}"
+                                           + (f": {varied}" if varied else ""), **self.run_tags})
                 run_id = run.info.run_id
                 self._created.add(run_id)
-                self.client.log_batch(run_id, params=_params(flatten(config)))
+                self.client.log_batch(run_id, params=_params({k: v for k, v in flat.items() if v is not None}))
         except Exception as err:
             self._failed(err)
             return None
@@ -204,18 +234,18 @@ class StudyTracker:
             return
         from mlflow.entities import Metric
 
-        metrics = record["metrics"]
-        now = int(time.time() * 1000)
-        step = int(metrics.get("epochs", 0) or 0)
-        batch = [Metric(k, float(v), now, step) for k, v in metrics.items()
-                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("final", "seed")]
-        self._safe(self.client.log_batch, run_id, metrics=batch)
-        self._set_tag(run_id, "status", record["status"])
         from study.tables import still_improving
 
-        self._set_tag(run_id, "still_improving", str(still_improving(record)).lower())
+        metrics = record["metrics"]
+        now = int(time.time() * 1000)
+        batch = [Metric(k, float(metrics[k]), now, 0) for k in FINAL_LOGGED
+                 if isinstance(metrics.get(k), (int, float)) and not isinstance(metrics[k], bool)]
+        facts = {k: _fact(v) for k, v in metrics.items() if k not in FINAL_LOGGED and k not in EPOCH_LOGGED
+                 and k not in NOT_TAGGED and v is not None}
+        facts.update(status=record["status"], still_improving=str(still_improving(record)).lower())
         if record.get("error"):
-            self._set_tag(run_id, "error", record["error"][:5000])
+            facts["error"] = record["error"][:5000]
+        self._safe(self.client.log_batch, run_id, metrics=batch, tags=_tags(facts))
         for path in artifacts:
             if path.is_file():
                 self._safe(self.client.log_artifact, run_id, str(path))
@@ -241,6 +271,25 @@ class StudyTracker:
                 continue
             self.finish_trial(run_id, record, [Path(p) for p in record.get("artifacts", [])])
 
+    def log_study_table(self, rows) -> None:
+        """The study's table on its parent run: the whole table (a logged table the UI shows
+        under Artifacts) and each row's mean test BLEU and the like as ``bleu/<row label>``."""
+        if self.parent_id is None or rows is None or not len(rows):
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = []
+        for _, row in rows.iterrows():
+            name = _metric_label(str(row["label"]))
+            for column, metric in ROW_LOGGED.items():
+                value = row.get(column)
+                if isinstance(value, (int, float)) and value == value:  # NaN: no seed of the row finished
+                    batch.append(Metric(f"{metric}/{name}", float(value), now, 0))
+        self._safe(self.client.log_batch, self.parent_id, metrics=batch)
+        self._safe(self.client.log_table, self.parent_id, data=rows.astype(object).where(rows.notna(), None),
+                   artifact_file="table.json")
+
     def finish_parent(self, status: str, artifacts: list[Path] = ()) -> None:
         if self.parent_id is None:
             return
@@ -254,9 +303,6 @@ class StudyTracker:
     @property
     def offline(self) -> bool:
         return self.consecutive_failures >= OFFLINE_AFTER
-
-    def _set_tag(self, run_id: str, key: str, value: str) -> None:
-        self._safe(self.client.set_tag, run_id, key, value)
 
     def _safe(self, fn, *args, **kwargs) -> bool:
         """Call MLflow; a failure is counted and reported once, never raised. A store that fails
@@ -295,6 +341,32 @@ def _params(flat: dict) -> list:
     from mlflow.entities import Param
 
     return [Param(str(k)[:250], str(v)[:6000]) for k, v in flat.items()]
+
+
+def _tags(tags: dict) -> list:
+    from mlflow.entities import RunTag
+
+    return [RunTag(str(k)[:250], str(v)[:5000]) for k, v in tags.items()]
+
+
+def _fact(value) -> str:
+    """A one-off number as a tag reads as written in the table (4 beams, not 4.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _varied_values(flat: dict, keys: list[str]) -> str:
+    """"model.cell=gru, model.enc_layers=2": this trial's values of the keys the study varies."""
+    return ", ".join(f"{key}={flat.get(key)}" for key in keys if key in flat)
+
+
+def _metric_label(label: str) -> str:
+    """A row label as MLflow allows in a metric name (letters, digits, _ - . : / and spaces; no
+    path tricks): other characters are dropped, spaces squeezed."""
+    kept = re.sub(r"[^\w\-. :]", " ", label)
+    kept = re.sub(r"\.{2,}", ".", " ".join(kept.split()))
+    return kept.strip(" .") or "row"
 
 
 def _driver() -> str:

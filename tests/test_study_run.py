@@ -48,7 +48,13 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     assert "done: - Highway seed 1: ok, 1 epoch (best 1), valid BLEU" in result.stdout  # one line per trial
     assert {c.data.tags["label"] for c in children} == {r["label"] for r in rows}
     child = children[0]
-    assert {"study", "config_hash", "seed", "status"} <= set(child.data.tags)
+    assert {"study", "config_hash", "seed", "status", "git_commit", "version.torch"} <= set(child.data.tags)
+    assert child.data.tags["smoke"] == "true" and child.data.tags["varied"].startswith("model.layer_norm=")
+    assert "None" not in child.data.params.values()
+    parent = parents[0].data
+    assert parent.metrics[f"bleu/{rows[0]['label']}"] == pytest.approx(float(rows[0]["bleu_mean"]))
+    assert parent.tags["smoke"] == "true" and "table.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert client.get_experiment(parents[0].info.experiment_id).tags["mlflow.note.content"].startswith("SR-NMT 4 layers")
     assert child.data.params["model.cell"] == "srnmt" and "test_bleu" in child.data.metrics
     assert client.get_metric_history(child.info.run_id, "valid_bleu")  # per-epoch metrics
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"test.hyp", "config.yaml"}
@@ -116,6 +122,13 @@ def test_optuna_search_with_asha_persists_its_optuna_study(tmp_path, ray_env):
                                                             "model.enc_layers", "model.dec_layers"}
     _, parents, children = mlflow_runs(results, "optuna_atr")
     assert len(parents) == 1 and len(children) == 3
+    # optuna-dashboard: the objective by name, each trial linked to its table row and MLflow run
+    assert stored.metric_names == ["valid_bleu"] and stored.user_attrs["description"].startswith("Optuna TPE search")
+    runs = {c.info.run_id: c.data.tags["label"] for c in children}
+    links = {t.user_attrs["mlflow_run_id"]: t.user_attrs["table_row"] for t in stored.trials}
+    assert links == runs and set(links.values()) == {r["label"] for r in rows}
+    assert all(t.user_attrs["table_row"].startswith(f"#{t.number}: ") for t in stored.trials)
+    assert {c.data.tags["varied"].count("=") for c in children} == {5}  # the searched parameters
 
 
 def test_study_on_a_two_node_loopback_cluster_uses_both_nodes(tmp_path, ray_env):

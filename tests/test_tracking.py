@@ -59,3 +59,59 @@ def test_lost_epoch_is_logged_when_it_comes_again(tmp_path, monkeypatch):
     tracker.uri, tracker._client = store, None
     tracker.log_epoch(run_id, {"valid_bleu": 2.5}, 2)  # replayed after a restart: nothing of it in the store
     assert _history(tracker, run_id, "valid_bleu") == [(1, 1.0), (2, 2.5)]
+
+
+RECORD = {"key": "k1", "label": "GRU 2L", "seed": 1, "status": "ok", "config": {},
+          "metrics": {"test_bleu": 21.5, "test_chrf": 48.0, "epochs": 6.0, "best_epoch": 4.0, "params": 1234.0,
+                      "weight_matrices": 3.0, "train_seconds": 80.0, "decode_words_per_s": 900.0, "valid_bleu": 19.0,
+                      "train_tokens_per_s": 5000.0, "steps": 600.0, "decode_beam": 4.0, "threads": 1.0,
+                      "stop_reason": "early stop (patience 2)", "device": "cpu", "final": 1.0, "seed": 1.0},
+          "history": [{"epoch": e, "valid_bleu": 15.0 + e, "best_epoch": float(min(e, 4)), "train_loss": 3.0 - 0.1 * e}
+                      for e in range(1, 7)]}
+
+
+def test_a_child_run_says_what_it_varies_and_logs_curves_per_epoch_and_results_once(tmp_path):
+    tracker = StudyTracker(default_tracking_uri(tmp_path), "runs", description="GRU and ATR at two depths",
+                           varied=["model.cell", "model.enc_layers"], run_tags={"smoke": "true", "git_commit": "abc"})
+    tracker.connect()
+    tracker.start_parent("fingerprint", {"command": "python -m study.run runs"})
+    config = {"model": {"cell": "gru", "enc_layers": 2, "atr": {"gates": None}}, "train": {"lr": 0.001}}
+    run_id = tracker.child("k1", "GRU 2L", 1, config)
+    tracker.reconcile([{**RECORD, "config": config}])
+    run = tracker.client.get_run(run_id)
+    tags, metrics = run.data.tags, run.data.metrics
+    assert tags["varied"] == "model.cell=gru, model.enc_layers=2" and "model.cell=gru" in tags["mlflow.note.content"]
+    assert tags["smoke"] == "true" and tags["git_commit"] == "abc" and tags["label"] == "GRU 2L"
+    # one-off facts are tags, written as in the table; the trial's identity is not repeated
+    assert tags["decode_beam"] == "4" and tags["stop_reason"] == "early stop (patience 2)" and tags["device"] == "cpu"
+    assert "final" not in tags and "final" not in metrics and "seed" not in metrics
+    # a parameter the trial leaves unset is not logged as "None"
+    assert run.data.params == {"model.cell": "gru", "model.enc_layers": "2", "train.lr": "0.001"}
+    # results once (bar charts across runs); curves per epoch, never a stray final point on them
+    for key in ("test_bleu", "test_chrf", "epochs", "best_epoch", "params", "decode_words_per_s"):
+        assert len(tracker.client.get_metric_history(run_id, key)) == 1, key
+    assert _history(tracker, run_id, "valid_bleu") == [(e, 15.0 + e) for e in range(1, 7)]
+    assert metrics["best_epoch"] == 4.0 and "decode_beam" not in metrics and "threads" not in metrics
+    assert run.info.status == "FINISHED" and tags["status"] == "ok"
+    experiment = tracker.client.get_experiment(tracker.experiment_id)
+    assert experiment.tags["mlflow.note.content"] == "GRU and ATR at two depths"
+
+
+def test_the_parent_run_carries_the_table_per_row_and_whole(tmp_path):
+    import json
+
+    import pandas as pd
+
+    tracker = StudyTracker(default_tracking_uri(tmp_path), "rows", artifact_root=tmp_path / "artifacts")
+    tracker.connect()
+    parent = tracker.start_parent("fingerprint", {})
+    rows = pd.DataFrame({"label": ["SR-NMT 4L", "- LN, MA & highway", "no seed left"], "bleu_mean": [28.5, 25.25, None],
+                         "bleu_std": [0.5, 0.25, None], "delta": [0.0, -3.25, None], "n": [3, 3, 0]})
+    tracker.log_study_table(rows)
+    metrics = tracker.client.get_run(parent).data.metrics
+    assert metrics == {"bleu/SR-NMT 4L": 28.5, "bleu_std/SR-NMT 4L": 0.5, "delta/SR-NMT 4L": 0.0,
+                       "bleu/- LN MA highway": 25.25, "bleu_std/- LN MA highway": 0.25, "delta/- LN MA highway": -3.25}
+    path = tracker.client.download_artifacts(parent, "table.json", str(tmp_path / "download"))
+    logged = json.loads(open(path).read())
+    assert logged["columns"][:2] == ["label", "bleu_mean"] and [r[0] for r in logged["data"]] == list(rows["label"])
+    assert tracker.failures == 0

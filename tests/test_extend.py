@@ -1,0 +1,63 @@
+"""Iterating on a study: a --smoke check never blocks the full run, and a finished study gains
+rows and seeds (--extend) without training its finished trials again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from study_helpers import grid_study, study, table_rows
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+
+ONE_ROW = "  - {label: gru, set: {}}"
+TWO_ROWS = ONE_ROW + "\n  - {label: atr, set: {model.cell: atr}}"
+
+
+def _records(results, name) -> dict[str, dict]:
+    lines = (results / name / "trials.jsonl").read_text().splitlines()
+    return {(r["label"], r["seed"]): r for r in map(json.loads, lines)}
+
+
+def test_finished_study_gains_a_row_and_a_seed_without_retraining(tmp_path, ray_env):
+    path, results = tmp_path / "grow.yaml", tmp_path / "results"
+    path.write_text(grid_study("grow", ONE_ROW, epochs=1))
+    first = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    before = _records(results, "grow")
+
+    path.write_text(grid_study("grow", TWO_ROWS, epochs=1))
+    refused = study(str(path), "--cpus", "2", "--results", str(results), "--resume", env=ray_env)
+    assert refused.returncode == 2 and "--extend if it only gained rows or seeds" in refused.stderr
+
+    grown = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "2", env=ray_env)
+    assert grown.returncode == 0, grown.stdout[-3000:] + grown.stderr[-3000:]
+    after = _records(results, "grow")
+    assert sorted(after) == [("atr", 1), ("atr", 2), ("gru", 1), ("gru", 2)]
+    # the finished trial was not trained again: its record, timings included, is unchanged
+    assert after[("gru", 1)]["metrics"] == before[("gru", 1)]["metrics"]
+    assert [r["label"] for r in table_rows(results, "grow")] == ["gru", "atr"]
+    assert {r["seeds"] for r in table_rows(results, "grow")} == {"2"}
+
+    # a changed base config changes every trial: that is a new study, not an extension
+    path.write_text(grid_study("grow", TWO_ROWS, epochs=1).replace("hidden: 16", "hidden: 24"))
+    changed = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "2", env=ray_env)
+    assert changed.returncode == 2 and "--extend only adds rows or seeds, but 4 stored trial(s)" in changed.stderr
+    assert _records(results, "grow") == after
+
+
+def test_smoke_check_never_blocks_the_full_run_nor_replaces_it(tmp_path, ray_env):
+    path, results = tmp_path / "check.yaml", tmp_path / "results"
+    path.write_text(grid_study("check", ONE_ROW, epochs=1))
+    smoke = study(str(path), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
+    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    full = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    assert full.returncode == 0, full.stdout[-3000:] + full.stderr[-3000:]
+    assert "replacing the --smoke run's results of check" in full.stdout
+    state = json.loads((results / "check" / "study.json").read_text())
+    assert not state["request"].get("smoke") and state["status"] == "complete"
+    table = (results / "check" / "table.md").read_text()
+
+    again = study(str(path), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
+    assert again.returncode == 2 and "holds the results of a full run" in again.stderr
+    assert (results / "check" / "table.md").read_text() == table
