@@ -1,43 +1,89 @@
-"""``python -m study.list``: the built-in studies and what each reproduces."""
+"""``python -m study.list``: the built-in studies, their size and budget, and which results of
+each exist."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 from nmt.cli import run_main
 
+# where results are looked for when no --results is given: a user's runs, their smoke checks,
+# the committed reference results
+DEFAULT_PLACES = (Path("results"), Path("results") / "smoke", Path("results") / "reference")
+
 
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(prog="python -m study.list",
-                            description="List the built-in studies (search_spaces/*.yaml) with their "
-                                        "size, budget per trial and descriptions.").parse_args(argv)
-    from study.spec import builtin_studies, load_study
+    parser = argparse.ArgumentParser(
+        prog="python -m study.list",
+        description="List the built-in studies (search_spaces/*.yaml): kind, number of trials, budget per "
+                    "trial, which results exist (finished or running, and where) and what each reproduces.")
+    parser.add_argument("--results", type=Path, action="append", metavar="DIR",
+                        help="look for results in DIR (repeatable; default: results, results/smoke, "
+                             "results/reference)")
+    args = parser.parse_args(argv)
+    from study.spec import builtin_studies, count_trials, load_study
 
-    names = builtin_studies()
-    width = max(len(n) for n in names)
-    for name in names:
+    places = args.results or list(DEFAULT_PLACES)
+    lines = [("study", "kind", "trials", "budget per trial", "results", "description")]
+    for name in builtin_studies():
         spec = load_study(name)
-        print(f"{name:<{width}}  {spec.kind:<8}  {size(spec):<28}  {spec.fields.description}")
-    print("\nrun one with: python -m study.run NAME  (add --smoke for a 2-minute check)")
+        found = [f"{state} in {place}" for place in places if (state := results_state(place, name))]
+        lines.append((name, spec.kind, f"{count_trials(spec)} ({shape(spec)})", budget(spec),
+                      "; ".join(found) or "none", spec.fields.description))
+    widths = [max(len(line[i]) for line in lines) for i in range(5)]
+    for line in lines:
+        print("  ".join(f"{cell:<{width}}" for cell, width in zip(line, widths)) + "  " + line[5])
+    print("\nrun one with: python -m study.run NAME  (--dry-run estimates its time first; --smoke is a "
+          "2-minute check)\nrebuild a table with: python -m study.table NAME [--results DIR]")
     return 0
 
 
-def size(spec) -> str:
-    """"8 rows x 3 seeds, 12 epochs" (or "10 samples, ...") and the trial budget's other limits."""
+def shape(spec) -> str:
+    """"8 rows x 3 seeds" or "10 samples"."""
     from study.spec import expand
 
     f = spec.fields
     if f.search is not None:
-        what = f"{f.search.num_samples} samples"
-    else:
-        what = f"{len({t.label for t in expand(spec)})} rows x {f.seeds} seed{'s' if f.seeds > 1 else ''}"
+        return f"{f.search.num_samples} samples"
+    return f"{len({t.label for t in expand(spec)})} rows x {f.seeds} seed{'s' if f.seeds > 1 else ''}"
+
+
+def budget(spec) -> str:
+    """"12 epochs, patience 3" and the trial budget's other limits."""
     train = spec.base_tree()["train"]
-    budget = [f"{train.get('max_epochs', 10)} epochs"]
-    budget += [f"{train[k]} {unit}" for k, unit in (("max_steps", "steps"), ("max_tokens", "tokens")) if train.get(k)]
+    limits = [f"{train.get('max_epochs', 10)} epochs"]
+    limits += [f"{train[k]} {unit}" for k, unit in (("max_steps", "steps"), ("max_tokens", "tokens")) if train.get(k)]
     if train.get("patience"):
-        budget.append(f"patience {train['patience']}")
-    return f"{what}, {', '.join(budget)}"
+        limits.append(f"patience {train['patience']}")
+    return ", ".join(limits)
+
+
+def results_state(place: Path, name: str) -> str | None:
+    """"finished (24 trials)", "running (3/36 trials)", "smoke check" or None: what ``place``
+    holds of the study, read from its state file and trial records without loading anything."""
+    study_dir = place / name
+    try:
+        state = json.loads((study_dir / "study.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    if (state.get("request") or {}).get("smoke"):
+        return "smoke check"
+    if state.get("status") == "complete":
+        saved = study_dir / "trials.jsonl"
+        count = len(saved.read_text(encoding="utf-8").splitlines()) if saved.is_file() else 0
+        return f"finished ({count} trials)"
+    from study.results import experiment_dir
+    from study.spec import count_trials, spec_from_dict
+
+    done = sum(1 for path in (experiment_dir(place, name) / "finished").glob("*/metrics.json"))
+    try:
+        total = count_trials(spec_from_dict(state["spec"], source=str(study_dir / "study.json")))
+    except Exception:  # a state file of an older version: the count of finished trials still helps
+        return f"running ({done} trials done)"
+    return f"running ({done}/{total} trials)"
 
 
 if __name__ == "__main__":
