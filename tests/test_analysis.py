@@ -87,6 +87,7 @@ def test_atr_gates_command(runs, tmp_path, capsys):
     assert example["tokens"][0] == "<s>" and len(example["dependencies"]) == len(example["tokens"]) - 1
     for name in ("atr_gates_positions.png", "atr_dependencies.png"):
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
+        assert (out / name).with_suffix(".pdf").read_bytes()[:5] == b"%PDF-"
     assert "Pearson r(input gate, forget gate)" in capsys.readouterr().out
     run = load_run(runs["atr"])
     assert all(cell.trace is None for cell in run.model.decoder.cells)  # recording leaves no trace behind
@@ -117,6 +118,7 @@ def test_fsmn_filters_command_reports_the_learned_taps(runs, tmp_path):
     assert set(summary["filters"]) == {"FSMNEnc layer 1", "FSMNEnc layer 2", "FSMNEnc-R layer 1",
                                        "FSMNEnc-R layer 2", "FSMNDec layer 1"}
     assert (out / "fsmn_filters.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "fsmn_filters.pdf").read_bytes()[:5] == b"%PDF-"
 
 
 @pytest.mark.slow
@@ -130,6 +132,7 @@ def test_context_gates_command(runs, tmp_path):
     groups = summary["correlation"]
     assert groups["all"]["sentences"] == groups["<= 8 words"]["sentences"] + groups["> 8 words"]["sentences"] == 20
     assert (out / "context_gate_vs_bleu.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "context_gate_vs_bleu.pdf").read_bytes()[:5] == b"%PDF-"
 
 
 @pytest.mark.slow
@@ -177,6 +180,7 @@ def test_length_buckets_command(tmp_path, capsys):
     summary = json.loads((out / "length_buckets.json").read_text())
     assert set(summary["overall"]) == {"A=B", "ref"} and summary["overall"]["ref"]["bleu"] == pytest.approx(100.0)
     assert (out / "length_buckets.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "length_buckets.pdf").read_bytes()[:5] == b"%PDF-"
     assert "3-5" in capsys.readouterr().out
 
 

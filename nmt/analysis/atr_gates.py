@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"mean input gate {summary['mean_input_gate']:.3f}, mean forget gate {summary['mean_forget_gate']:.3f}")
     print("strongest earlier input (eq. 10): " + ", ".join(
         f"{d['token']}<-{d['strongest_earlier']}" for d in summary["example"]["dependencies"][:12]))
-    print(f"wrote {out}/atr_gates_positions.png, atr_dependencies.png, atr_gates.json")
+    print(f"wrote {out}/atr_gates_positions.png, atr_dependencies.png (and .pdf), atr_gates.json")
     return 0
 
 

@@ -122,8 +122,11 @@ def prepare_out(out: Path) -> Path:
 
 
 def save_figure(fig, path: Path) -> Path:
+    """The PNG and the same figure as PDF beside it, for a paper (no creation date: the same
+    figure gives the same file)."""
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    fig.savefig(path.with_suffix(".pdf"), metadata={"CreationDate": None})
     pyplot().close(fig)
     return path
 

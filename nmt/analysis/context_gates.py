@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, row in summary["correlation"].items():
         r = "n/a" if row["pearson_r"] is None else f"{row['pearson_r']:+.3f}"
         print(f"{name:<14} {row['sentences']:>5} sentences  Pearson r(gate mean, sentence BLEU) = {r}")
-    print(f"mean gate {summary['mean_gate']:.3f}; wrote {out}/context_gate_vs_bleu.png, context_gates.json")
+    print(f"mean gate {summary['mean_gate']:.3f}; wrote {out}/context_gate_vs_bleu.png (and .pdf), context_gates.json")
     return 0
 
 

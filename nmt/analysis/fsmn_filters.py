@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "memory": run.cfg.model.options.memory, "filters": filters})
     for name, info in filters.items():
         print(f"{name:<22} " + " ".join(f"{a:+.3f}" for a in info["taps"]))
-    print(f"wrote {out}/fsmn_filters.png, fsmn_filters.json")
+    print(f"wrote {out}/fsmn_filters.png (and .pdf), fsmn_filters.json")
     return 0
 
 

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = "  ".join(f"{b['systems'][label]['bleu']:>18.2f} / {b['systems'][label]['length_ratio']:.2f}"
                           for label in labels)
         print(f"{b['bucket']:<10} {b['sentences']:>5}  {cells}")
-    print(f"wrote {out}/length_buckets.png, length_buckets.json")
+    print(f"wrote {out}/length_buckets.png (and .pdf), length_buckets.json")
     return 0
 
 
