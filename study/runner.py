@@ -35,6 +35,8 @@ from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
 from study.ownership import StudyLock, owned_path
 from study.provenance import environment
+from study.report import write_html_report
+from study.stored import table_layout
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.migration import adopt_stored_trials
 from study.labels import axis_name, display_value
@@ -383,17 +385,13 @@ def write_command(study_dir: Path, command: str) -> None:
 
 def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None,
                   study_dir: Path) -> tuple[list[Path], StudyTable]:
-    """Tables (md, csv, tex, trials.csv), plots (png) and the trial records (trials.jsonl, hyps/)."""
+    """Tables (md, csv, tex, trials.csv), plots (png, pdf), the HTML report and the trial records
+    (trials.jsonl, hyps/)."""
     save_records(records, study_dir)
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
-    title = spec.fields.table.title or spec.fields.description
-    reference = spec.fields.table.reference if spec.kind != "search" else None
-    if spec.kind == "ablation" and reference is None:
-        reference = "full model"
-    row_order = None
-    if spec.kind != "search":
-        row_order = list(dict.fromkeys(t.label for t in sorted(expand(spec), key=lambda t: t.row)))
-    table = build_table(records, title, reference, references, row_order)
+    layout = table_layout(spec)
+    title = layout.title
+    table = build_table(records, title, layout.reference, references, layout.row_order)
     outputs = export(table, study_dir)
     if len(table.rows):
         outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png", table.trials, table.reference)
@@ -405,6 +403,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
             outputs += plots.line_plot(table.rows, [_lookup(config, x_key) for config in configs], axis_name(x_key),
                                        title, study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png",
                                        line_series(spec, configs, x_key))
+    outputs.append(write_html_report(study_dir, table))  # last: it embeds the figures above
     return outputs, table
 
 

@@ -43,7 +43,7 @@ SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
 STUDY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 # folders of the results directory that are not studies: Ray's storage, MLflow's artifacts and
 # the committed reference results
-RESERVED_NAMES = ("ray", "mlflow-artifacts", "reference")
+RESERVED_NAMES = ("ray", "mlflow-artifacts", "reference", "smoke", "compare")
 BUDGET_KEYS = {"epochs": "max_epochs", "steps": "max_steps", "tokens": "max_tokens", "patience": "patience",
                "minutes": "max_minutes"}  # budget.X -> train.Y
 NMT_SECTIONS = ("model", "train", "decode")

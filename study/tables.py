@@ -54,18 +54,16 @@ class StudyTable:
     reference: str | None
 
     def markdown(self) -> str:
-        notes = "".join(f"\n{note}\n" for note in footnotes(self.rows))
-        return (f"**{self.title}**\n\n" + _display_frame(self.rows, self.reference).to_markdown(index=False) + "\n"
-                + notes)
+        return markdown_table(display_frame(self.rows, self.reference), self.title, footnotes(self.rows))
 
     def latex(self, label: str = "") -> str:
-        return _latex(_display_frame(self.rows, self.reference), self.title, footnotes(self.rows), label)
+        return latex_table(display_frame(self.rows, self.reference), self.title, footnotes(self.rows), label)
 
     def latex_compact(self, label: str = "") -> str:
         """The table for one paper column: BLEU ± std, Δ, p, best epoch, params, training speed."""
         columns = ["Model", "BLEU", "± std", "Δ", "p", "best epoch", "params", "train tok/s"]
-        frame = _display_frame(self.rows, self.reference)[columns].rename(columns={"train tok/s": "tok/s"})
-        return _latex(frame, self.title, footnotes(self.rows), label, compact=True)
+        frame = display_frame(self.rows, self.reference)[columns].rename(columns={"train tok/s": "tok/s"})
+        return latex_table(frame, self.title, footnotes(self.rows), label, compact=True)
 
 
 def trials_frame(records: list[dict]) -> pd.DataFrame:
@@ -282,7 +280,14 @@ def warnings(rows: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
+    """A shown table (``display_frame``) as Markdown: bold title, the table, its notes."""
+    return f"**{title}**\n\n" + frame.to_markdown(index=False) + "\n" + "".join(f"\n{note}\n" for note in notes)
+
+
+def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """The table as shown (formatted cells, one row per configuration); markdown, LaTeX, the HTML
+    report and study.compare all show this frame."""
     out = []
     for row in rows.to_dict("records"):
         no_bleu = row["n"] == 0
@@ -312,7 +317,7 @@ def _display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _latex(frame: pd.DataFrame, title: str, notes: list[str], label: str = "", compact: bool = False) -> str:
+def latex_table(frame: pd.DataFrame, title: str, notes: list[str], label: str = "", compact: bool = False) -> str:
     def escape(text: str) -> str:
         for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
                      ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("<", r"$<$"), (STILL_IMPROVING, r"\textdagger{}"),

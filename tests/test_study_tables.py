@@ -71,16 +71,18 @@ def test_status_text_and_pareto_front():
 
 
 def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
-    from study.runner import write_exports
-    from study.spec import expand, load_study
+    from study.runner import write_exports, write_state
+    from study.spec import expand, load_study, spec_to_dict
 
     spec = load_study("depth_srnmt")
     records = [record(t.label, t.row, t.seed, "ok", 10.0 + t.row) | {"key": t.key, "config": t.config}
                for t in expand(spec)]
+    write_state(tmp_path, {"study": spec.name, "spec": spec_to_dict(spec), "request": spec.tree})  # as a run has
     outputs, _ = write_exports(spec, records, None, tmp_path)
     names = {p.name for p in outputs}
     assert {"table.md", "table.csv", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png",
-            "bleu_vs_enc_layers.png", "bleu.pdf", "bleu_vs_speed.pdf", "bleu_vs_enc_layers.pdf"} <= names
+            "bleu_vs_enc_layers.png", "bleu.pdf", "bleu_vs_speed.pdf", "bleu_vs_enc_layers.pdf", "report.html"} <= names
+    assert (tmp_path / "report.html").read_text().count("data:image/png;base64,") == 3
     assert all(p.stat().st_size > 0 for p in outputs)
     assert "| SR-NMT 6L" in (tmp_path / "table.md").read_text()
     assert (tmp_path / "table.tex").read_text().endswith(f"\\label{{tab:{tmp_path.name}}}\n\\end{{table}}\n")
