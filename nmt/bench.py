@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from nmt.cells import make_cell
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.config import ModelConfig, config_from_dict
 from nmt.data.subword import EOS
 from nmt.errors import UserError
@@ -316,7 +316,7 @@ def model_table(size: int, batch: int, length: int, vocab: int, device: torch.de
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nmt.bench",
+        prog=program_name("nmt.bench"),
         description="Speed of every recurrent unit as ratios to torch.nn.LSTM measured in the same run, "
                     "achieved GFLOP/s against this machine's measured GEMM peak, and whole-model training "
                     "and decoding speed.",

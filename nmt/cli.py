@@ -9,6 +9,15 @@ from collections.abc import Callable
 from nmt.errors import UserError
 from nmt.fileio import STORAGE_ERRNOS, refused_write_cause
 
+# module -> the console script that runs it (set by study.cli): usage lines name what the user typed
+SCRIPT_NAMES: dict[str, str] = {}
+
+
+def program_name(module: str) -> str:
+    """How the user called a command, for its usage lines: ``python -m MODULE`` or its console
+    script (``rnmt-study run``)."""
+    return SCRIPT_NAMES.get(module, f"python -m {module}")
+
 
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])

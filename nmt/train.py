@@ -11,7 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.config import Config, config_from_dict, config_yaml, load_config, smoke
 from nmt.typed_config import apply_overrides, tree_changes
 from nmt.units import describe, unit_names
@@ -23,7 +23,7 @@ DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nmt.train",
+        prog=program_name("nmt.train"),
         description=f"Train an attentional encoder-decoder with any recurrent unit ({' '.join(unit_names())}; "
                     "python -m nmt.units describes them) and evaluate it with sacreBLEU.",
         epilog="Example: python -m nmt.train --config nmt/configs/multi30k_gru.yaml --set train.max_epochs=5 "

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 
 DEFAULT_MAX_LEN = 512  # subwords per source line; longer lines are cut (with a warning)
@@ -23,7 +23,7 @@ INLINE_BREAKS = str.maketrans({c: " " for c in "\r\v\f\x1c\x1d\x1e\x85\u2028\u20
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt.translate",
+    parser = argparse.ArgumentParser(prog=program_name("nmt.translate"),
                                      description="Translate stdin with a checkpoint written by nmt.train: one "
                                                  "output line per input line.")
     parser.add_argument("--checkpoint", type=Path, required=True,

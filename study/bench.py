@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 
 STUDY = """name: bench_concurrency
@@ -43,7 +43,7 @@ budget: {{epochs: {epochs}}}
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m study.bench",
+        prog=program_name("study.bench"),
         description="Wall time of N identical small trials run as a study (one trial per CPU, on Ray) "
                     "against the same trials run one after another in one process using every CPU.",
         epilog="Example: python -m study.bench --trials 4 --epochs 3")

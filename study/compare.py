@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 from nmt.fileio import write_lines
 from study import plots
@@ -197,7 +197,7 @@ def output_dir(requested: Path | None, names: list[str], results_root: Path) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m study.compare",
+        prog=program_name("study.compare"),
         description="One table (Markdown, CSV, LaTeX) and one bar figure over the rows of several studies, with "
                     "the significance columns of a study's own table (Δ, bootstrap interval, p) measured against one "
                     "reference row. Reads stored results only; trains nothing.",

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 
 # where results are looked for when no --results is given: a user's runs, their smoke checks,
 # the committed reference results
@@ -17,7 +17,7 @@ DEFAULT_PLACES = (Path("results"), Path("results") / "smoke", Path("results") / 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m study.list",
+        prog=program_name("study.list"),
         description="List the built-in studies (search_spaces/*.yaml): kind, number of trials, budget per "
                     "trial, which results exist (finished or running, and where) and what each reproduces.")
     parser.add_argument("--results", type=Path, action="append", metavar="DIR",

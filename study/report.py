@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 from nmt.fileio import write_lines
 from study.ownership import owned_path
@@ -189,7 +189,7 @@ def write_html_report(study_dir: Path, table: StudyTable | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m study.report",
+        prog=program_name("study.report"),
         description="(Re)write results/NAME/report.html from a study's stored results: one self-contained HTML file "
                     "(table, figures, configuration, data, environment) to send to a colleague. Trains nothing.",
         epilog="example: python -m study.report ablation_srnmt --results results/reference")

@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 
 SMOKE_RESULTS = Path("results") / "smoke"
@@ -16,7 +16,7 @@ SMOKE_RESULTS = Path("results") / "smoke"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m study.run",
+        prog=program_name("study.run"),
         description="Run a named study from search_spaces/ (or a study .yaml file): every configuration and "
                     "seed is a Ray Tune trial of the nmt core, tracked in MLflow; the tables and plots go to "
                     "results/NAME/. python -m study.list shows the built-in studies.",
@@ -75,10 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.langs and not args.data_dir:
         raise UserError("--langs needs --data-dir (the directory of the corpus)")
 
-    from study.runner import RunOptions, dry_run_study, run_study
+    from study.runner import RunOptions, corpus_in, dry_run_study, run_study
     from study.spec import MAX_TRIALS, load_study
 
-    spec = load_study(args.name, overrides, smoke_run=args.smoke, max_trials=args.max_trials or MAX_TRIALS)
+    corpus = corpus_in(args.data_dir, args.langs) if args.data_dir else None
+    spec = load_study(args.name, overrides, smoke_run=args.smoke, max_trials=args.max_trials or MAX_TRIALS,
+                      corpus=corpus)
     command = "python -m study.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     results = args.results or (SMOKE_RESULTS if args.smoke else Path("results"))
     options = RunOptions(results=results, resume=args.resume or args.extend, extend=args.extend, fresh=args.fresh,

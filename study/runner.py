@@ -101,18 +101,7 @@ def prepare_data(spec: StudySpec, opts: RunOptions, log=print):
     for the trials) and return the test references."""
     data = dict(spec.fields.data)
     if opts.data_dir is not None:
-        langs = opts.langs
-        if langs is None:
-            found = corpus_languages(opts.data_dir)
-            if len(found) != 2:
-                raise UserError(f"--data-dir {opts.data_dir} holds languages {', '.join(found) or 'none'}; "
-                                "choose a pair with --langs SRC-TGT (e.g. --langs en-de)")
-            langs = "-".join(found)
-        if langs.count("-") != 1:
-            raise UserError(f"--langs {langs!r}: expected SRC-TGT, e.g. en-de")
-        src, tgt = langs.split("-")
-        data.update(discover_corpus(opts.data_dir, src, tgt))
-        data["preset"] = None
+        data.update(corpus_in(opts.data_dir, opts.langs))
     for split in ("train", "valid", "test"):
         if data.get(split):
             data[split] = [str(resolve_path(p, f"data.{split}")) for p in data[split]]
@@ -123,6 +112,21 @@ def prepare_data(spec: StudySpec, opts: RunOptions, log=print):
     spec.fields.data = data
     spec.tree = {**spec.tree, "data": data}
     return [ref for _, ref in parallel.test_text], parallel.stats
+
+
+def corpus_in(data_dir: Path, langs: str | None) -> dict:
+    """--data-dir DIR [--langs SRC-TGT] as the data keys it sets: no preset, the train, valid and
+    test files of DIR (the only language pair there when --langs is left out)."""
+    if langs is None:
+        found = corpus_languages(data_dir)
+        if len(found) != 2:
+            raise UserError(f"--data-dir {data_dir} holds languages {', '.join(found) or 'none'}; "
+                            "choose a pair with --langs SRC-TGT (e.g. --langs en-de)")
+        langs = "-".join(found)
+    if langs.count("-") != 1:
+        raise UserError(f"--langs {langs!r}: expected SRC-TGT, e.g. en-de")
+    src, tgt = langs.split("-")
+    return {"preset": None, **discover_corpus(data_dir, src, tgt)}
 
 
 def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Trial]:

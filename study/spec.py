@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import importlib.util
 import itertools
 import json
 import math
@@ -39,7 +40,21 @@ from nmt.typed_config import apply_overrides, build_dataclass, flatten, read_yam
 from nmt.errors import ConfigError
 from study.labels import component_names, display_value
 
-SPACES_DIR = Path(__file__).resolve().parents[1] / "search_spaces"
+
+def builtin_studies_dir() -> Path:
+    """The folder of the built-in study files: the installed ``search_spaces`` package (package
+    data of this distribution, so a non-editable install has it), else the folder beside this
+    source tree."""
+    package = importlib.util.find_spec("search_spaces")
+    # only a regular package counts: a bare ``search_spaces/`` folder in the current directory
+    # (a user's own studies) would be found as a namespace package without an origin
+    if package is not None and package.origin is not None:
+        return Path(package.origin).parent
+    # an editable install made before search_spaces was a package maps only nmt and study
+    return Path(__file__).resolve().parents[1] / "search_spaces"
+
+
+SPACES_DIR = builtin_studies_dir()
 STUDY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 # folders of the results directory that are not studies: Ray's storage, MLflow's artifacts and
 # the committed reference results
@@ -210,7 +225,9 @@ def split_override(key: str) -> str:
 
 
 def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run: bool = False,
-               max_trials: int = MAX_TRIALS) -> StudySpec:
+               max_trials: int = MAX_TRIALS, corpus: dict | None = None) -> StudySpec:
+    """The study file with its --set overrides; ``corpus``: data keys that replace the study's
+    corpus (--data-dir), set before validation so the corpus that will be used is the one checked."""
     path = study_path(name_or_path)
     tree = read_yaml(path)
     source = str(path)
@@ -219,6 +236,8 @@ def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run:
 
         pairs = [parse_override(item) for item in overrides]
         tree = apply_overrides(tree, [(split_override(k), v) for k, v in pairs], source="--set")
+    if corpus:
+        tree = apply_overrides(tree, [(f"data.{key}", value) for key, value in corpus.items()], source="--data-dir")
     spec = spec_from_dict(tree, source, expected_name=path.stem, max_trials=max_trials)
     if smoke_run:
         spec = shrink_for_smoke(spec)

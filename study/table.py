@@ -7,12 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m study.table",
+    parser = argparse.ArgumentParser(prog=program_name("study.table"),
                                      description="Rebuild results/NAME/ (md, csv, tex, png) from the stored "
                                                  "trial results of a study run, and print the Markdown table.")
     parser.add_argument("name", help="the study's name (or its .yaml file)")

@@ -48,6 +48,10 @@ SENTENCES = [f"the {w} sees a small house near the river" for w in ("cat", "dog"
 GERMAN = [f"die {w} sieht ein kleines haus am fluss" for w in ("katze", "hund", "kind", "frau", "mann")] * 4
 
 
+# more pieces than every word of the smallest synthetic lexicon holds (about 8,600)
+TOO_LARGE_FOR_THE_LEXICON = ["--set", "data.lexicon=0.01", "--set", "data.spm.vocab_size=50000"]
+
+
 def study_file(tmp_path: Path, text: str) -> str:
     path = tmp_path / "bad.yaml"
     path.write_text(text, encoding="utf-8")
@@ -102,7 +106,18 @@ CASES = [
      ["train.en", "line 20", "characters long"]),
     ("vocab larger than data", "study.run",
      lambda p: [study_file(p, STUDY), *corpus(p, SENTENCES, GERMAN), "--set", "data.spm.vocab_size=5000"],
-     ["data.spm.vocab_size", "5000"]),
+     ["data.spm.vocab_size = 5000", "data.train", "train.en", "has at most", "--set data.spm.vocab_size=N"]),
+    *[(f"vocab larger than the synthetic lexicon allows{flags}", "study.run",
+       lambda p, flags=flags: [study_file(p, STUDY), *TOO_LARGE_FOR_THE_LEXICON, *flags.split()],
+       ["bad.yaml", "data.spm.vocab_size = 50000", "the synthetic corpus (seed 1, lexicon 0.01) has at most",
+        "--set data.spm.vocab_size=N"]) for flags in ("", " --smoke", " --dry-run")],
+    *[(f"vocab larger than the synthetic lexicon allows (nmt.train{flags})", "nmt.train",
+       lambda p, flags=flags: [*TOO_LARGE_FOR_THE_LEXICON, *flags.split()],
+       ["default.yaml", "data.spm.vocab_size = 50000", "the synthetic corpus (seed 1, lexicon 0.01) has at most"])
+      for flags in ("", " --smoke")],
+    ("separate vocabularies: the side that allows fewer pieces", "nmt.train",
+     lambda p: ["--set", "data.lexicon=0.01", "--set", "data.spm.joint=false", "--set", "data.spm.vocab_size=5000"],
+     ["data.spm.vocab_size = 5000", "the source side of the synthetic corpus", "has at most"]),
     ("unreachable address", "study.run", lambda p: [study_file(p, STUDY), "--address", "127.0.0.1:9"],
      ["--address 127.0.0.1:9", "ray start --head"]),
     ("unreachable RAY_ADDRESS", "study.run", lambda p: [study_file(p, STUDY)],
@@ -295,6 +310,21 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, cache_dir, ca
     created = _listing(tmp_path) - before
     leftovers = {p for p in created if not _harmless(p)}
     assert not leftovers, leftovers
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("nmt.train", lambda p: TOO_LARGE_FOR_THE_LEXICON),
+    ("study.run", lambda p: [study_file(p, STUDY), *TOO_LARGE_FOR_THE_LEXICON, "--dry-run"]),
+    ("study.run", lambda p: [study_file(p, STUDY), *corpus(p, SENTENCES, GERMAN), "--set", "data.spm.vocab_size=5000"]),
+], ids=["nmt.train synthetic", "study.run --dry-run synthetic", "study.run files"])
+def test_a_too_large_vocabulary_is_refused_before_any_corpus_work(tmp_path, capsys, monkeypatch, module, argv):
+    """Validation finds it: no synthetic corpus is generated and SentencePiece does not train."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("NMT_CACHE_DIR", str(tmp_path / "cache"))
+    assert run_main(_main(module), argv(tmp_path)) == 2
+    assert "data.spm.vocab_size" in capsys.readouterr().err
+    assert not (tmp_path / "cache").exists()
 
 
 def _listing(root: Path) -> set[Path]:

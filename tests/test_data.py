@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import multiprocessing
 import os
 import pickle
 import random
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
-from nmt.config import DataConfig, SpmConfig
+from nmt.config import DataConfig, SpmConfig, config_from_dict
 from nmt.data import subword as subword_mod
+from nmt.data import synthetic
 from nmt.data.batching import Batch, make_batches, make_source_batches
 from nmt.data.corpus import read_parallel
-from nmt.data.pipeline import load_data, resolve_cache_dir
+from nmt.data.pipeline import load_data, resolve_cache_dir, vocabulary_bound
 from nmt.data.subword import BOS, EOS, PAD, UNK, SubwordVocab, train_subwords
-from nmt.errors import DataError
+from nmt.errors import ConfigError, DataError
 
 MULTI30K = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
 if not MULTI30K.is_dir():
@@ -250,8 +253,8 @@ def test_vocab_too_large_and_too_small(pairs, tmp_path):
         train_subwords(pairs, SpmConfig(vocab_size=5000), tmp_path, log=None)
     msg = str(err.value)
     assert msg.startswith("data.spm.vocab_size = 5000 is larger than this corpus allows (at most ")
-    assert msg.endswith("; lower data.spm.vocab_size")
     allowed = int(msg.split("at most ")[1].split(")")[0])
+    assert msg.endswith(f"; lower it (--set data.spm.vocab_size={allowed})")
     assert 50 < allowed < 5000
     with pytest.raises(DataError, match=r"^data.spm.vocab_size = 5000 is larger than the source side of this corpus"):
         train_subwords(pairs, SpmConfig(vocab_size=5000, joint=False, model_type="unigram"), tmp_path, log=None)
@@ -510,3 +513,109 @@ def test_synthetic_knobs_get_their_own_cached_corpus(tmp_path):
     assert corpora == ["seed1-200-10-10", "seed1-200-10-10-lex0.25-w12"]
     assert max(len(src.split()) for src, _ in small.test_text) <= 12
     assert full.test_text != small.test_text
+
+
+# ---------------------------------------------------------------------------
+# the vocabulary bound of config validation
+
+
+def validated(data: DataConfig) -> DataConfig:
+    """``data`` through config validation (where the vocabulary bound is checked)."""
+    return config_from_dict({"data": dataclasses.asdict(data)}, source="test").data
+
+
+def sentencepiece_limit(pairs, spm: SpmConfig, cache: Path) -> int:
+    """The largest vocabulary SentencePiece trains on ``pairs`` (on the side that allows fewer), read from its
+    refusal of ``spm.vocab_size``; ``spm.vocab_size`` itself when it trains."""
+    try:
+        train_subwords(pairs, spm, cache, log=None)
+    except DataError as err:
+        return int(re.search(r"at most (\d+)", str(err)).group(1))
+    return spm.vocab_size
+
+
+def test_the_bound_is_sentencepieces_limit_for_two_letter_words(tmp_path):
+    """Every piece a two-letter word allows ('▁a', 'ab', '▁ab') ends up in a BPE vocabulary, so there the
+    bound (4 specials + characters + longer pieces) is SentencePiece's exact limit: it passes validation and
+    SentencePiece trains it; one more is refused by validation."""
+    rng = random.Random(0)
+
+    def line(letters: str) -> str:
+        return " ".join(rng.choice(letters) + rng.choice(letters) for _ in range(5))
+
+    pairs = [(line("abcdef"), line("uvwxyz")) for _ in range(30)]
+    cfg = file_config(tmp_path, pairs, pairs[:3], pairs[:3], spm=SpmConfig(vocab_size=1_000_000))
+    bound, text = vocabulary_bound(cfg)
+    assert text == f"data.train ({cfg.train[0]}, {cfg.train[1]})"
+    cfg.spm.vocab_size = bound
+    assert len(load_data(validated(cfg), log=None).src_vocab) == bound
+    cfg.spm.vocab_size = bound + 1
+    with pytest.raises(ConfigError) as err:
+        validated(cfg)
+    assert str(err.value).startswith(f"test: data.spm.vocab_size = {bound + 1}: data.train ({cfg.train[0]}, "
+                                     f"{cfg.train[1]}) has at most {bound} distinct subword pieces")
+    assert f"lower it to {bound} or less (--set data.spm.vocab_size=N)" in str(err.value)
+    assert sentencepiece_limit(pairs, cfg.spm, tmp_path / "spm") == bound  # SentencePiece agrees
+
+
+def test_the_synthetic_bound_needs_no_corpus_and_holds(tmp_path):
+    """From the lexicon alone: nothing is generated to check it. SentencePiece makes fewer pieces from a corpus
+    of these settings (how many depends on the sentences drawn, so only training knows the exact limit)."""
+    corpus = synthetic.generate_corpus(2, 300, 0, 0, lexicon=0.01, max_words=8)["train"]
+    for joint, text in ((True, "the synthetic corpus (seed 2, lexicon 0.01)"),
+                        (False, "the source side of the synthetic corpus (seed 2, lexicon 0.01)")):
+        cfg = DataConfig(seed=2, size=300, lexicon=0.01, max_words=8, cache_dir=str(tmp_path / "cache"),
+                         spm=SpmConfig(vocab_size=1_000_000, joint=joint))
+        bound, found = vocabulary_bound(cfg)
+        assert found == text
+        cfg.spm.vocab_size = bound
+        validated(cfg)
+        cfg.spm.vocab_size = bound + 1
+        with pytest.raises(ConfigError, match=rf"^test: data.spm.vocab_size = {bound + 1}: {re.escape(text)} has at "
+                                              rf"most {bound} distinct subword pieces"):
+            validated(cfg)
+        assert not (tmp_path / "cache").exists()
+        for model_type in ("bpe", "unigram"):
+            spm = SpmConfig(model_type=model_type, vocab_size=bound, joint=joint)
+            assert sentencepiece_limit(corpus, spm, tmp_path / "spm") < bound
+
+
+def test_word_forms_cover_every_generated_token():
+    """The synthetic bound is an upper one only if word_forms lists every token the generator can write."""
+    for seed, lexicon, max_words in ((1, 0.01, 8), (2, 0.1, 10), (3, 1.0, 60)):
+        forms = synthetic.word_forms(seed, lexicon)
+        corpus = synthetic.generate_corpus(seed, 400, 50, 50, lexicon=lexicon, max_words=max_words)
+        for src, tgt in (pair for split in corpus.values() for pair in split):
+            assert set(synthetic.tokenize(src)) <= forms["source"], src
+            assert set(synthetic.tokenize(tgt)) <= forms["target"], tgt
+
+
+@needs_multi30k
+def test_the_bound_holds_on_real_text(tmp_path):
+    """A few hundred lines of Multi30k (English-German), separate vocabularies: the source side allows fewer
+    pieces, SentencePiece (BPE and unigram) makes fewer than the bound, and one more is refused."""
+    pairs = read_parallel(MULTI30K / "train.en.gz", MULTI30K / "train.de.gz", key="data.train", limit=300)
+    cfg = file_config(tmp_path, pairs, pairs[:5], pairs[:5], limit=200, spm=SpmConfig(vocab_size=1_000_000,
+                                                                                      joint=False))
+    bound, text = vocabulary_bound(cfg)
+    assert text == f"the source side of data.train ({cfg.train[0]}, {cfg.train[1]}, first 200 pairs)"
+    for model_type in ("bpe", "unigram"):
+        spm = SpmConfig(model_type=model_type, vocab_size=bound, joint=False)
+        assert sentencepiece_limit(pairs[:200], spm, tmp_path / "spm") < bound
+    cfg.spm.vocab_size = bound
+    validated(cfg)
+    cfg.spm.vocab_size = bound + 1
+    with pytest.raises(ConfigError, match=rf"at most {bound} distinct subword pieces"):
+        validated(cfg)
+
+
+def test_the_bound_reads_changed_files_again_and_leaves_unreadable_ones_to_load_data(tmp_path):
+    cfg = file_config(tmp_path, [("ab cd", "ef")] * 3, [("ab", "ef")], [("ab", "ef")],
+                      spm=SpmConfig(vocab_size=1_000_000))
+    first, _ = vocabulary_bound(cfg)
+    write_corpus(tmp_path, "train", [("ab cd gh", "ef ij")] * 3)
+    assert vocabulary_bound(cfg)[0] > first
+    cfg.train = [str(tmp_path / "missing.src"), cfg.train[1]]
+    assert vocabulary_bound(cfg) is None
+    with pytest.raises(DataError, match="missing.src: file not found"):
+        load_data(validated(cfg), log=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -248,3 +249,25 @@ def test_the_readme_example_study_file_loads(tmp_path):
     trials = expand(load_study(str(path)))
     assert {t.label for t in trials} == {"GRU 1L", "GRU 2L", "ATR 1L", "ATR 2L"} and len(trials) == 12
     assert trials[0].config["train"]["max_epochs"] == 30 and trials[0].config["train"]["patience"] == 3
+
+
+def test_a_data_dir_corpus_is_validated_instead_of_the_study_files_own_data(tmp_path):
+    """--data-dir replaces the study's corpus before validation: a vocabulary the study's own
+    synthetic data could not make, but the real corpus can, is accepted (and the reverse refused)."""
+    import gzip
+
+    from nmt.errors import ConfigError
+    from study.runner import corpus_in
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "data" / "multi30k"
+    for split, name in (("train", "train"), ("val", "val"), ("test", "test_2016_flickr")):
+        for lang in ("en", "de"):
+            lines = gzip.open(shared / f"{name}.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:3000]
+            (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    separate = ["data.spm.joint=false", "data.spm.vocab_size=2000"]
+    with pytest.raises(ConfigError, match="data.spm.vocab_size = 2000: the source side of the synthetic corpus"):
+        load_study("cells", separate)
+    spec = load_study("cells", separate, corpus=corpus_in(tmp_path, "en-de"))
+    assert spec.fields.data["preset"] is None and spec.fields.data["train"][0].endswith("train.en")
+    with pytest.raises(ConfigError, match=r"data.spm.vocab_size = 9000000: data.train \("):
+        load_study("cells", ["data.spm.vocab_size=9000000"], corpus=corpus_in(tmp_path, "en-de"))

@@ -26,14 +26,14 @@ import torch
 from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out, pyplot,
                                  save_figure, traced_batches, write_summary)
 from nmt.cells.atr import ATRCell
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 
 MIN_SENTENCES_PER_POSITION = 10  # positions seen in fewer sentences are too noisy to plot
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt.analysis.atr_gates",
+    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.atr_gates"),
                                      description="ATR input/forget gate correlation (Pearson r), the position-wise "
                                                  "gate means of Zhang et al. 2018 Figure 3, and the eq. (10) weights "
                                                  "g_k of one sentence.")

@@ -25,14 +25,14 @@ from sacrebleu.metrics import BLEU
 
 from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out, pyplot,
                                  save_figure, traced_batches, write_summary)
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 from nmt.modules.context_gate import ContextGate
 from nmt.translator import translate
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt.analysis.context_gates",
+    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.context_gates"),
                                      description="Per-sentence mean context-gate value against sentence BLEU "
                                                  "(Tu et al. 2017, Table 6), with a scatter plot.")
     add_run_arguments(parser)

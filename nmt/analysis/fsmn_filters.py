@@ -18,12 +18,12 @@ import sys
 import torch
 
 from nmt.analysis.common import Run, add_run_arguments, load_run, prepare_out, pyplot, save_figure, write_summary
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt.analysis.fsmn_filters",
+    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.fsmn_filters"),
                                      description="Plot the learned FSMN memory filters a_0..a_N of the last memory "
                                                  "block of the forward encoder, the reverse encoder and the decoder "
                                                  "(Hou et al., Fig. 3).")

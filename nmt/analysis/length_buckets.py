@@ -16,14 +16,14 @@ import sys
 from pathlib import Path
 
 from nmt.analysis.common import prepare_out, pyplot, save_figure, write_summary
-from nmt.cli import run_main
+from nmt.cli import program_name, run_main
 from nmt.data.corpus import read_lines
 from nmt.errors import UserError
 from nmt.evaluate import corpus_bleu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt.analysis.length_buckets",
+    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.length_buckets"),
                                      description="BLEU and length ratio per source-length bucket for one or more "
                                                  "systems' translations of the same test set (Tu et al. 2017, Fig. 7).")
     parser.add_argument("--source", type=Path, required=True, help="source sentences (plain or .gz)")

@@ -15,13 +15,15 @@ stripped; a UTF-8 byte-order mark at the start of a file is dropped.
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from nmt.errors import DataError
 
-__all__ = ["read_lines", "read_parallel", "resolve_path"]
+__all__ = ["read_lines", "read_parallel", "resolve_path", "stream_lines"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -98,6 +100,20 @@ def read_lines(path: str | os.PathLike, key: str) -> list[str]:
     if not any(lines):
         raise DataError(f"{key}: {path} has {len(lines)} lines but all are blank; give a corpus with one sentence per line")
     return lines
+
+
+def stream_lines(path: str | os.PathLike, limit: int | None = None) -> Iterator[str]:
+    """The first ``limit`` (default: all) lines of a corpus file one at a time, split and stripped as
+    ``read_lines`` does, for a scan that may stop early. It checks nothing: OSError, EOFError, zlib.error and
+    UnicodeDecodeError reach the caller (``read_lines`` reports such files in one line)."""
+    path = Path(path).expanduser()
+    with open(path, "rb") as fh:
+        compressed = fh.read(2) == _GZIP_MAGIC
+    opener = gzip.open if compressed else open
+    # utf-8-sig drops a byte-order mark; newline="\n" splits on "\n" only, as read_lines does
+    with opener(path, "rt", encoding="utf-8-sig", newline="\n") as fh:
+        for line in itertools.islice(fh, limit):
+            yield line.rstrip()
 
 
 def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike, key: str,

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -26,16 +27,17 @@ import shutil
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmt.config import DataConfig
-from nmt.data.corpus import read_parallel
-from nmt.data.subword import SubwordVocab, train_subwords
+from nmt.data.corpus import MAX_LINE_CHARS, read_parallel, stream_lines
+from nmt.data.subword import SubwordVocab, piece_bound, train_subwords
 from nmt.errors import DataError
 
-__all__ = ["ParallelData", "load_data", "resolve_cache_dir"]
+__all__ = ["ParallelData", "load_data", "resolve_cache_dir", "vocabulary_bound"]
 
 Pairs = list[tuple[list[int], list[int]]]
 _MANIFEST = "manifest.json"
@@ -149,6 +151,68 @@ def load_data(cfg: DataConfig, log: Callable[[str], None] | None = print) -> Par
     if limit is not None:
         stats["limit"] = limit
     return ParallelData(src_vocab, tgt_vocab, train, valid, test, valid_text, test_text, stats)
+
+
+def vocabulary_bound(cfg: DataConfig) -> tuple[int, str] | None:
+    """(at most how many subword pieces the training text allows, what that text is), for the side that
+    allows fewer when the vocabularies are separate; None when the training files cannot be read
+    (``load_data`` says why).
+
+    Config validation calls it, so that a ``data.spm.vocab_size`` no training could reach is refused
+    before any corpus work: the synthetic bound comes from every word its lexicon can write (no sentence is
+    drawn). A file corpus cannot be bounded without reading it, so its training files are scanned, but only
+    until ``vocab_size`` pieces are found (a few lines when the vocabulary fits); a scan that finds too few
+    has read the files whole, and then reads them once more as ``load_data`` does, so that a broken corpus
+    (empty, misaligned, ...) is reported as such rather than as a vocabulary problem. See ``piece_bound``:
+    the bound is an upper one, SentencePiece's exact limit comes when it trains.
+    """
+    enough = cfg.spm.vocab_size
+    found = []
+    for side in ("joint",) if cfg.spm.joint else ("source", "target"):
+        if cfg.preset == "synthetic":
+            bound = _synthetic_bound(cfg.seed, cfg.lexicon, side, enough)
+            text = f"the synthetic corpus (seed {cfg.seed}, lexicon {cfg.lexicon:g})"
+        else:
+            paths = tuple(str(Path(p).expanduser()) for p in cfg.train)
+            try:
+                stamps = tuple((os.stat(p).st_size, os.stat(p).st_mtime_ns) for p in paths)
+            except OSError:
+                return None
+            bound = _file_bound(paths, stamps, cfg.limit, side, enough)
+            if bound is not None and bound < enough:
+                read_parallel(*paths, key="data.train", limit=cfg.limit)  # raises on a broken corpus
+            text = f"data.train ({', '.join(paths)}" + (f", first {cfg.limit} pairs)" if cfg.limit else ")")
+        if bound is None:
+            return None
+        found.append((bound, text if side == "joint" else f"the {side} side of {text}"))
+    return min(found)
+
+
+# Cached: validation runs for every trial config of a study, with the same data.
+@functools.lru_cache(maxsize=64)
+def _synthetic_bound(seed: int, lexicon: float, side: str, enough: int) -> int:
+    from nmt.data import synthetic  # imported lazily: file corpora do not need it
+
+    forms = synthetic.word_forms(seed, lexicon)
+    return piece_bound(forms["source"] | forms["target"] if side == "joint" else forms[side], enough)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_bound(paths: tuple[str, str], stamps: tuple, limit: int | None, side: str, enough: int) -> int | None:
+    """``stamps`` (size, modification time of each file) make a changed file count again."""
+    chosen = paths if side == "joint" else paths[:1] if side == "source" else paths[1:]
+
+    def lines():
+        for path in chosen:
+            for line in stream_lines(path, limit):
+                if len(line) > MAX_LINE_CHARS:  # no sentence; read_lines refuses the file
+                    raise ValueError(f"{path}: a line of {len(line)} characters")
+                yield line
+
+    try:
+        return piece_bound(lines(), enough)
+    except (OSError, EOFError, ValueError, zlib.error):  # ValueError: also not UTF-8
+        return None
 
 
 def _encode_pairs(pairs: list[tuple[str, str]], src_vocab: SubwordVocab, tgt_vocab: SubwordVocab) -> Pairs:

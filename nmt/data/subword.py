@@ -19,7 +19,10 @@ warning with their count; they still reach the pipeline, which encodes them
 
 Vocabulary size: ``hard_vocab_limit`` stays on, so a vocabulary larger than
 the corpus supports is an explicit ``DataError`` that says the largest size
-the corpus allows, rather than a silently smaller vocabulary.
+the corpus allows, rather than a silently smaller vocabulary. That exact limit
+is known only once SentencePiece has trained; ``piece_bound`` gives an upper
+bound beforehand, which config validation uses to refuse vocabularies no
+training could reach.
 """
 
 from __future__ import annotations
@@ -39,7 +42,8 @@ from nmt.config import SpmConfig
 from nmt.errors import DataError
 from nmt.fileio import write_bytes
 
-__all__ = ["PAD", "UNK", "BOS", "EOS", "SPECIALS", "SubwordVocab", "train_subwords", "FORMAT_VERSION"]
+__all__ = ["PAD", "UNK", "BOS", "EOS", "SPECIALS", "SubwordVocab", "train_subwords", "piece_bound",
+           "FORMAT_VERSION"]
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = frozenset((PAD, UNK, BOS, EOS))
@@ -224,7 +228,7 @@ def _training_error(err: Exception, spm: SpmConfig, side: str) -> DataError:
     m = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", text)
     if m:
         return DataError(f"data.spm.vocab_size = {spm.vocab_size} is larger than {where} allows "
-                         f"(at most {m.group(2)}); lower data.spm.vocab_size")
+                         f"(at most {m.group(2)}); lower it (--set data.spm.vocab_size={m.group(2)})")
     m = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", text)
     if m:
         return DataError(f"data.spm.vocab_size = {spm.vocab_size} is smaller than the distinct characters plus "
@@ -233,6 +237,40 @@ def _training_error(err: Exception, spm: SpmConfig, side: str) -> DataError:
     detail = text.split("] ", 1)[-1] if "] " in text else text
     return DataError(f"data.spm: SentencePiece training failed on {where} ({detail}); "
                      f"check data.train and the data.spm settings")
+
+
+# ---------------------------------------------------------------------------
+# the largest vocabulary a text allows, bounded without training
+
+MAX_PIECE_CHARS = 16  # SentencePiece's max_sentencepiece_length (its default; _FIXED_OPTIONS keeps it)
+WORD_START = "\u2581"  # '▁': SentencePiece's mark of a word start (it replaces the spaces)
+
+
+def piece_bound(lines: Iterable[str], enough: int | None = None) -> int:
+    """At most how many pieces a SentencePiece vocabulary trained on ``lines`` can hold.
+
+    Both trainers make only pieces that lie inside one word as the trainer sees it (normalised, '▁' in
+    front) and are at most MAX_PIECE_CHARS long; every character is a piece, and the special symbols come on
+    top. So specials + distinct characters + distinct longer substrings of the words is an upper bound. It is
+    reached when every word has two letters; on real text SentencePiece makes fewer (BPE about a quarter of
+    it, unigram a twentieth), so a vocabulary within the bound can still be refused, with the exact limit,
+    when SentencePiece trains. Splits between scripts (a word and its full stop) are not applied: it stays
+    an upper bound. Counting stops once ``enough`` pieces are found: the caller only asks whether a
+    vocabulary fits.
+    """
+    normalizer = spm_lib.SentencePieceNormalizer(rule_name=_FIXED_OPTIONS["normalization_rule_name"])
+    chars: set[str] = set()
+    longer: set[str] = set()
+    for line in lines:
+        text = normalizer.normalize(line)  # the trainer's text: NFKC, spaces as '▁' before every word
+        chars.update(text)
+        for word in filter(None, text.split(WORD_START)):
+            word = WORD_START + word
+            for start in range(len(word) - 1):
+                longer.update(word[start:end] for end in range(start + 2, min(len(word), start + MAX_PIECE_CHARS) + 1))
+        if enough is not None and len(SPECIALS) + len(chars) + len(longer) >= enough:
+            break
+    return len(SPECIALS) + len(chars) + len(longer)
 
 
 @contextlib.contextmanager

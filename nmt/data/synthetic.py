@@ -93,7 +93,7 @@ their defaults the corpus is the one earlier versions gave, byte for byte.
     The cap only filters the stream of samples: with the same seed and
     ``lexicon`` the words are the same, and so are the short sentences.
 
-Public API: ``generate_corpus``, ``write_corpus`` and ``lexicon_sizes``;
+Public API: ``generate_corpus``, ``write_corpus``, ``lexicon_sizes`` and ``word_forms``;
 ``python -m nmt.data.synthetic --help`` prints examples and statistics.
 """
 
@@ -101,6 +101,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import itertools
 import math
 import numbers
 import pathlib
@@ -114,7 +115,8 @@ from dataclasses import dataclass, field, fields
 
 from nmt.fileio import write_lines
 
-__all__ = ["LexiconSizes", "detokenize", "generate_corpus", "lexicon_sizes", "tokenize", "write_corpus"]
+__all__ = ["LexiconSizes", "detokenize", "generate_corpus", "lexicon_sizes", "tokenize", "word_forms",
+           "write_corpus"]
 
 VERSION = "2"  # bump when the output for a given seed changes
 SPLITS = ("train", "valid", "test")
@@ -965,6 +967,33 @@ def write_corpus(out_dir: str | pathlib.Path, seed: int, train_size: int, valid_
         write_lines(tgt_path, [tgt for _, tgt in corpus[split]])
         written[split] = (src_path, tgt_path)
     return written
+
+
+def word_forms(seed: int, lexicon: float = 1.0) -> dict[str, set[str]]:
+    """{"source": tokens, "target": tokens}: every token (word or punctuation mark) each side of a corpus of this
+    seed and ``lexicon`` can contain, from the lexicon alone: no sentence is drawn, so it takes milliseconds. A
+    corpus holds a subset (which words it draws depends on its size). Config validation bounds the subword
+    vocabulary with it; ``test_word_forms_cover_every_generated_token`` keeps it complete."""
+    lex = _build_lexicon(random.Random(seed), lexicon_sizes(lexicon))  # the lexicon generate_corpus draws first
+    source = {*lex.src_function.values(), *lex.src_pronouns, *lex.src_connectives, *lex.src_subordinators,
+              *lex.src_prepositions, *lex.src_adjectives, *lex.src_adverbs, *PUNCTUATION}
+    source |= {form for noun in lex.src_nouns for form in (noun, _source_plural(noun))}
+    source |= {form for verb in lex.src_verbs for form in (verb, _source_past(verb))}
+    target = {*lex.aux_forms, *lex.tgt_function.values(), *lex.tgt_connectives, *lex.tgt_subordinators,
+              *lex.tgt_prepositions, *lex.tgt_adverbs, *PUNCTUATION}
+    target |= {pronoun for cases in lex.tgt_pronouns for pronoun in cases}
+    for gender, plural, case in itertools.product(range(GENDERS), (False, True), (NOM, ACC, DAT)):
+        target |= {stem + lex.strong_endings[gender][plural][case] for stem in (*lex.det_stems, lex.rel_stem)}
+    target |= {lex.adjective(a, gender, plural) for a in range(len(lex.tgt_adjectives))
+               for gender, plural in itertools.product(range(GENDERS), (False, True))}
+    nouns = range(len(lex.tgt_nouns))
+    target |= {lex.noun(n, plural) for n in nouns for plural in (False, True)}
+    target |= {lex.compound(modifier, head, plural) for modifier in range(lex.sizes.compound_modifiers)
+               for head in nouns for plural in (False, True)}
+    target |= {lex.finite_verb(v, tense, slot) for v in range(len(lex.tgt_verbs)) for tense in (PRESENT, PAST)
+               for slot in range(6)}
+    target |= {lex.participle(v) for v in range(len(lex.tgt_verbs))}
+    return {"source": source, "target": target}
 
 
 # --------------------------------------------------------------------------- command line
