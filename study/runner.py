@@ -23,6 +23,7 @@ import socket
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -658,6 +659,7 @@ def _optuna(spec: StudySpec, results_root: Path, keep: bool):
                 config = {**config, SAMPLE: self._ot_trials[trial_id].number}
             return config
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # "A new study created in RDB": the run says what matters
     search = spec.fields.search
     space = {}
     for key, dist in search.space.items():
@@ -682,7 +684,9 @@ def _optuna(spec: StudySpec, results_root: Path, keep: bool):
                                     mode=[m.mode for m in metrics] if multi else metrics[0].mode, sampler=sampler,
                                     study_name=spec.name, storage=storage)
     # optuna-dashboard shows the objectives by name ("valid_bleu", not "Objective 0") and what the study is
-    searcher._ot_study.set_metric_names([m.name for m in metrics])
+    with warnings.catch_warnings():  # "experimental" since Optuna 3.2: not news for the user's terminal
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        searcher._ot_study.set_metric_names([m.name for m in metrics])
     searcher._ot_study.set_user_attr("description", spec.fields.description)
     return searcher
 

@@ -112,6 +112,7 @@ def test_optuna_search_with_asha_persists_its_optuna_study(tmp_path, ray_env):
     result = study("optuna_atr", "--smoke", "--cpus", "2", "--results", str(results), "--set", "budget.epochs=2",
                    env=ray_env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "[I " not in result.stdout + result.stderr and "Warning" not in result.stderr  # no Optuna chatter
     rows = table_rows(results, "optuna_atr")
     assert len(rows) == 3 and all(r["label"].split(": ")[1].count("=") == 5 for r in rows)
     import optuna
