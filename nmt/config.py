@@ -363,22 +363,23 @@ def validate(cfg: Config, source: str) -> None:
                 fail(f"data.{split}", None, "give [SOURCE_FILE, TARGET_FILE] or use data.preset: synthetic")
             if len(paths) != 2:
                 fail(f"data.{split}", paths, "must be two paths: [SOURCE_FILE, TARGET_FILE]")
-    _check_vocab_size(d, fail)
 
 
-def _check_vocab_size(d: DataConfig, fail) -> None:
-    """Refuse a vocabulary larger than any SentencePiece training on this corpus could make, now rather than
-    after the corpus is generated and SentencePiece has trained. The bound is an upper one: SentencePiece
-    itself says the exact limit, which can be lower, when it trains."""
+def check_vocabulary_size(d: DataConfig, source: str) -> None:
+    """Refuse a vocabulary larger than any SentencePiece training on this corpus could make, before
+    the corpus is generated and SentencePiece trains. Called where a corpus is about to be used (a
+    new training run or study), not by ``validate``: a stored config (a checkpoint, a finished study)
+    stays readable when its training files have moved or changed. The bound is an upper one:
+    SentencePiece itself says the exact limit, which can be lower, when it trains."""
     from nmt.data.pipeline import vocabulary_bound  # imported here: nmt.data imports this module
 
     found = vocabulary_bound(d)
     if found is not None and found[0] < d.spm.vocab_size:
         most, text = found
-        fail("data.spm.vocab_size", d.spm.vocab_size,
-             f"{text} has at most {most} distinct subword pieces (special symbols included); lower it to {most} or "
-             f"less (--set data.spm.vocab_size=N); SentencePiece reports its exact limit, which can be lower, "
-             f"when it trains")
+        raise ConfigError(f"{source}: data.spm.vocab_size = {d.spm.vocab_size}: {text} has at most {most} distinct "
+                          f"subword pieces (special symbols included); lower it to {most} or less (--set "
+                          f"data.spm.vocab_size=N); SentencePiece reports its exact limit, usually far lower, when "
+                          f"it trains")
 
 
 def smoke(cfg: Config) -> Config:

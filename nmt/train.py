@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from nmt.cli import program_name, run_main
-from nmt.config import Config, config_from_dict, config_yaml, load_config, smoke
+from nmt.config import Config, check_vocabulary_size, config_from_dict, config_yaml, load_config, smoke
 from nmt.typed_config import apply_overrides, tree_changes
 from nmt.units import describe, unit_names
 from nmt.errors import UserError
@@ -55,7 +55,9 @@ def override_list(args: argparse.Namespace) -> list[str]:
 
 
 def prepare_config(args: argparse.Namespace) -> Config:
-    cfg = load_config(args.config if args.config is not None else DEFAULT_CONFIG, override_list(args))
+    source = str(args.config) if args.config is not None else str(DEFAULT_CONFIG)
+    cfg = load_config(source, override_list(args))
+    check_vocabulary_size(cfg.data, source)
     return smoke(cfg) if args.smoke else cfg
 
 

@@ -21,11 +21,13 @@ unknown study, a bad value, results that a run would overwrite) raises
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from nmt.errors import UserError
 
@@ -165,11 +167,23 @@ def override_strings(overrides: Mapping[str, Any] | Iterable[str] | str) -> list
 
 
 def yaml_text(key: str, value: Any) -> str:
-    """A Python value as the YAML text ``--set`` reads back as that value; a string as written
-    (read as YAML, like on the command line)."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, allow_nan=False)  # JSON is YAML: numbers, bools, None, lists, dicts
-    except (TypeError, ValueError):
-        raise UserError(f"overrides: {key}={value!r}: expected a number, bool, None, string, list or dict") from None
+    """A Python value as the YAML text ``--set`` reads back as that value (a string stays a string:
+    "no" is not read as false, "a: b" not as a mapping)."""
+    if not _plain(value):
+        raise UserError(f"overrides: {key}={value!r}: expected a number, bool, None, string, list or dict")
+    # PyYAML writes floats so that YAML reads them back as floats (1.0e-05; JSON's 1e-05 reads as a string)
+    return yaml.safe_dump(value, default_flow_style=True, width=float("inf")).removesuffix("\n...\n").strip()
+
+
+def _plain(value: Any) -> bool:
+    """A value YAML writes and reads back unchanged: finite numbers, bools, None, strings, and lists
+    and dicts of those."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False

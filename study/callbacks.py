@@ -110,6 +110,7 @@ class OptunaLinkCallback(tune.Callback):
         self.storage_url = storage_url
         self.study_name = study_name
         self.tracker = tracker
+        self.failed = False
         self._storage = None
 
     def __getstate__(self):  # Ray pickles callbacks; the database connection is reopened
@@ -121,15 +122,21 @@ class OptunaLinkCallback(tune.Callback):
         import optuna
 
         key, label, seed, tree = _trial_key(trial)
-        if self._storage is None:
-            self._storage = optuna.storages.RDBStorage(self.storage_url)
-        study_id = self._storage.get_study_id_from_name(self.study_name)
-        trial_id = self._storage.get_trial_id_from_study_id_trial_number(study_id, trial.config[SAMPLE])
         links = {"table_row": label, "trial_key": key, "seed": seed, "mlflow_run_id": self.tracker.child(key, label, seed, tree),
                  "mlflow_experiment_id": self.tracker.experiment_id, "mlflow_tracking_uri": self.tracker.uri}
-        for name, value in links.items():
-            if value is not None:
-                self._storage.set_trial_user_attr(trial_id, name, value)
+        try:
+            if self._storage is None:
+                self._storage = optuna.storages.RDBStorage(self.storage_url)
+            study_id = self._storage.get_study_id_from_name(self.study_name)
+            trial_id = self._storage.get_trial_id_from_study_id_trial_number(study_id, trial.config[SAMPLE])
+            for name, value in links.items():
+                if value is not None:
+                    self._storage.set_trial_user_attr(trial_id, name, value)
+        except Exception as err:  # a dashboard link is not worth a study: say so once and go on
+            if not self.failed:
+                print(f"warning: cannot link Optuna trials to their rows ({' '.join(str(err).split())[:200]})",
+                      flush=True)
+            self.failed = True
 
 
 class ProgressCallback(tune.Callback):

@@ -54,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyze(argv: list[str] | None = None) -> int:
     """``rnmt-analyze COMMAND [ARGS]``: the ``python -m nmt.analysis.*`` commands."""
-    return dispatch("rnmt-analyze", "Look inside trained models and their translations; each command writes a "
-                                    "PNG and a JSON summary into --out.", ANALYSIS_COMMANDS, argv)
+    return dispatch("rnmt-analyze", "Look inside trained models and their translations; each command writes "
+                                    "figures (PNG and PDF) and a JSON summary into --out.", ANALYSIS_COMMANDS, argv)
 
 
 def train(argv: list[str] | None = None) -> int:

@@ -65,16 +65,20 @@ def results_state(place: Path, name: str) -> str | None:
     """"finished (24 trials)", "running (3/36 trials)", "smoke check" or None: what ``place``
     holds of the study, read from its state file and trial records without loading anything."""
     study_dir = place / name
-    try:
-        state = json.loads((study_dir / "study.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    path = study_dir / "study.json"
+    if not path.is_file():
         return None
-    if (state.get("request") or {}).get("smoke"):
-        return "smoke check"
-    if state.get("status") == "complete":
-        saved = study_dir / "trials.jsonl"
-        count = len(saved.read_text(encoding="utf-8").splitlines()) if saved.is_file() else 0
-        return f"finished ({count} trials)"
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        request = state.get("request") or {}
+        if request.get("smoke"):
+            return "smoke check"
+        if state.get("status") == "complete":
+            saved = study_dir / "trials.jsonl"
+            count = len(saved.read_text(encoding="utf-8").splitlines()) if saved.is_file() else 0
+            return f"finished ({count} trials)"
+    except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not the shape a run writes
+        return "unreadable study.json"
     from study.results import experiment_dir
     from study.spec import count_trials, spec_from_dict
 

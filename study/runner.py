@@ -168,7 +168,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         if state is None or not exp_dir.is_dir():
             raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
     elif exp_dir.exists() or state is not None:
-        if is_smoke_run(state) and not spec.tree.get("smoke"):
+        if is_smoke_run(state):  # a check, not a result: the next run, smoke or full, replaces it
             print(f"replacing the --smoke run's results of {spec.name} in {results_root}", flush=True)
             replace = True
         elif spec.tree.get("smoke") and not opts.fresh:
@@ -196,17 +196,9 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         # directory (a clone elsewhere with the corpus at another path continues the study)
         before = state.get("portable_request") or portable_tree(state.get("request", {}))
         changes = tree_changes(before, portable_tree(spec.tree))
-        if opts.extend and spec.fields.search is not None:
-            changes = [c for c in changes if not c.startswith("search.num_samples")]
-            stored = (before.get("search") or {}).get("num_samples", 0)
-            if spec.fields.search.num_samples < stored:
-                raise UserError(f"study {spec.name}: --extend cannot drop samples (search.num_samples "
-                                f"{stored} -> {spec.fields.search.num_samples}); raise it, or start over with --fresh")
-            if changes:
-                raise UserError(f"study {spec.name}: --extend adds samples to a search (search.num_samples), but "
-                                f"the search changed otherwise ({'; '.join(changes[:3])}); undo that, or start over "
-                                f"with --fresh (or copy the file under a new name to keep both)")
-        elif changes and not opts.extend:
+        if opts.extend:
+            check_extension_changes(spec, state, changes)
+        elif changes:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
                             f"resume with the same file and options, --extend if it only gained rows or seeds (the "
                             f"finished trials are kept), or start it over with --fresh (or copy the file under a new "
@@ -270,8 +262,10 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             closed = tracker.close_stale_runs()
             name = "SIGTERM" if received else "SIGINT"
             results_flag = opts.results_flag()
+            again = (resume_command(opts.command) if opts.command
+                     else f"python -m study.run {study_argument(spec)} --resume{results_flag}")
             print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
-                  f"Resume with: python -m study.run {study_argument(spec)} --resume{results_flag}", file=sys.stderr, flush=True)
+                  f"Resume with: {again}", file=sys.stderr, flush=True)
             return 128 + (signal.SIGTERM if received else signal.SIGINT)
     finally:
         ray.shutdown()
@@ -302,6 +296,39 @@ def is_smoke_run(state: dict | None) -> bool:
     return bool(state and (state.get("request") or {}).get("smoke"))
 
 
+# what --extend may change in a study: what it varies and how many seeds or samples (the trials'
+# own configs are checked by their keys, check_extension), and how the table is labelled
+EXTENSIBLE = {"grid": ("grid", "variants", "ablate", "seeds", "table.", "description"),
+              "search": ("search.num_samples", "table.", "description")}
+
+
+def check_extension_changes(spec: StudySpec, state: dict, changes: list[str]) -> None:
+    """--extend accepts new rows, seeds or samples; a change of how trials run (scheduler, metric,
+    resources, budget, a search's space) would make old and new rows incomparable."""
+    search = spec.fields.search is not None
+    allowed = EXTENSIBLE["search" if search else "grid"]
+    other = [change for change in changes if not change.startswith(allowed)]
+    if other:
+        what = "samples to a search (search.num_samples)" if search else "rows or seeds"
+        raise UserError(f"study {spec.name}: --extend adds {what}, but the study changed otherwise "
+                        f"({'; '.join(other[:3])}); undo that, or start over with --fresh (or copy the file under a "
+                        f"new name to keep both)")
+    if search:
+        stored = ((state.get("spec") or {}).get("search") or {}).get("num_samples", 0)  # the effective count
+        if spec.fields.search.num_samples < stored:
+            raise UserError(f"study {spec.name}: --extend cannot drop samples (search.num_samples {stored} -> "
+                            f"{spec.fields.search.num_samples}); raise it, or start over with --fresh")
+
+
+def resume_command(command: str) -> str:
+    """The command that continues an interrupted run: the one that started it (with its --smoke,
+    --set, --data-dir, ...) plus --resume, without --fresh."""
+    words = [word for word in command.split(" ") if word != "--fresh"]
+    if "--resume" not in words and "--extend" not in words:
+        words.append("--resume")
+    return " ".join(words)
+
+
 def check_extension(spec: StudySpec, trials: list[Trial], exp_dir: Path) -> None:
     """--extend keeps every stored trial: the changed study must still contain each of them
     (same config and seed), so it can only have gained rows or seeds."""
@@ -313,9 +340,10 @@ def check_extension(spec: StudySpec, trials: list[Trial], exp_dir: Path) -> None
     if not dropped:
         return
     shown = []
-    for key in dropped[:3]:
+    for key in dropped:
         record = trial_record(store, key)
         shown.append(f"{record['label']} seed {record['seed']}" if record else key)
+    shown = sorted(shown)[:3]
     raise UserError(f"study {spec.name}: --extend only adds rows or seeds, but {len(dropped)} stored trial(s) are no "
                     f"longer in the study ({', '.join(shown)}{', ...' if len(dropped) > 3 else ''}): a changed base "
                     f"config, data or budget changes every trial; undo that, or start over with --fresh (or copy "

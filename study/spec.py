@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from nmt.config import ModelConfig, config_from_dict, model_option, smoke
+from nmt.config import ModelConfig, check_vocabulary_size, config_from_dict, model_option, smoke
 from nmt.typed_config import apply_overrides, build_dataclass, flatten, read_yaml, suggest
 from nmt.errors import ConfigError
 from study.labels import component_names, display_value
@@ -239,10 +239,22 @@ def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run:
     if corpus:
         tree = apply_overrides(tree, [(f"data.{key}", value) for key, value in corpus.items()], source="--data-dir")
     spec = spec_from_dict(tree, source, expected_name=path.stem, max_trials=max_trials)
+    check_corpus_vocabularies(spec)  # as asked, before --smoke shrinks the vocabulary
     if smoke_run:
         spec = shrink_for_smoke(spec)
     expand(spec)  # validates every trial config now, before anything runs
     return spec
+
+
+def check_corpus_vocabularies(spec: StudySpec) -> None:
+    """Every vocabulary size the study's trials ask for fits the corpus (nmt.config.check_vocabulary_size)."""
+    seen = set()
+    for trial in expand(spec):
+        data = trial.config["data"]
+        fingerprint = json.dumps(data, sort_keys=True, default=str)
+        if fingerprint not in seen:
+            seen.add(fingerprint)
+            check_vocabulary_size(config_from_dict(trial.config, source=spec.source).data, spec.source)
 
 
 def spec_to_dict(spec: StudySpec) -> dict:

@@ -279,16 +279,21 @@ class StudyTracker:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        batch = []
-        for _, row in rows.iterrows():
+        batch, names = [], set()
+        for index, row in rows.iterrows():
             name = _metric_label(str(row["label"]))
+            if name in names:  # two labels that differ only in characters MLflow drops
+                name = f"{name} #{index + 1}"
+            names.add(name)
             for column, metric in ROW_LOGGED.items():
                 value = row.get(column)
                 if isinstance(value, (int, float)) and value == value:  # NaN: no seed of the row finished
                     batch.append(Metric(f"{metric}/{name}", float(value), now, 0))
         self._safe(self.client.log_batch, self.parent_id, metrics=batch)
-        self._safe(self.client.log_table, self.parent_id, data=rows.astype(object).where(rows.notna(), None),
-                   artifact_file="table.json")
+        # log_dict replaces the file (log_table would append the rows again when --extend reuses the run)
+        table = rows.astype(object).where(rows.notna(), None)
+        self._safe(self.client.log_dict, self.parent_id, {"columns": list(table.columns), "data": table.values.tolist()},
+                   "table.json")
 
     def finish_parent(self, status: str, artifacts: list[Path] = ()) -> None:
         if self.parent_id is None:
@@ -366,7 +371,7 @@ def _metric_label(label: str) -> str:
     path tricks): other characters are dropped, spaces squeezed."""
     kept = re.sub(r"[^\w\-. :]", " ", label)
     kept = re.sub(r"\.{2,}", ".", " ".join(kept.split()))
-    return kept.strip(" .") or "row"
+    return kept.strip(" .")[:200] or "row"  # MLflow refuses names over 250 characters
 
 
 def _driver() -> str:

@@ -136,3 +136,14 @@ def test_run_study_end_to_end_returns_the_table_csv(tmp_path, ray_env):
     assert (study_dir / "command.txt").read_text().strip() == ("python -m study.run api_tiny.yaml --set budget.epochs=1 "
                                                                 "--cpus 1")
     assert "| gru" in result.stdout  # the table printed, as by the command
+
+
+def test_python_values_reach_the_study_as_the_same_values():
+    """A learning rate of 1e-5 must not arrive as the string '1e-05' (JSON's spelling, which YAML
+    reads as a string), nor a string "no" as false."""
+    import yaml
+
+    from study.api import yaml_text
+
+    for value in (1e-5, [1e-5, 3e-3], {"type": "loguniform", "low": 1e-5, "high": 3e-3}, "no", "a: b", None, True, 7):
+        assert yaml.safe_load(yaml_text("key", value)) == value, value

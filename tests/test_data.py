@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import DataConfig, SpmConfig, config_from_dict
+from nmt.config import DataConfig, SpmConfig, check_vocabulary_size, config_from_dict
 from nmt.data import subword as subword_mod
 from nmt.data import synthetic
 from nmt.data.batching import Batch, make_batches, make_source_batches
@@ -520,8 +520,20 @@ def test_synthetic_knobs_get_their_own_cached_corpus(tmp_path):
 
 
 def validated(data: DataConfig) -> DataConfig:
-    """``data`` through config validation (where the vocabulary bound is checked)."""
-    return config_from_dict({"data": dataclasses.asdict(data)}, source="test").data
+    """``data`` through config validation and the vocabulary check a new run makes."""
+    checked = config_from_dict({"data": dataclasses.asdict(data)}, source="test").data
+    check_vocabulary_size(checked, "test")
+    return checked
+
+
+def test_a_stored_config_stays_readable_when_its_corpus_no_longer_fits(tmp_path):
+    """Checkpoints and finished studies are read through config validation: the vocabulary check is
+    for runs about to use a corpus, so a corpus that changed since does not lock them out."""
+    cfg = file_config(tmp_path, [("ab cd", "ef")] * 3, [("ab", "ef")], [("ab", "ef")],
+                      spm=SpmConfig(vocab_size=1_000_000))
+    assert config_from_dict({"data": dataclasses.asdict(cfg)}, source="test").data.spm.vocab_size == 1_000_000
+    with pytest.raises(ConfigError, match="data.spm.vocab_size = 1000000: data.train"):
+        validated(cfg)
 
 
 def sentencepiece_limit(pairs, spm: SpmConfig, cache: Path) -> int:

@@ -39,10 +39,21 @@ def test_finished_study_gains_a_row_and_a_seed_without_retraining(tmp_path, ray_
     assert [r["label"] for r in table_rows(results, "grow")] == ["gru", "atr"]
     assert {r["seeds"] for r in table_rows(results, "grow")} == {"2"}
 
+    # a changed budget or scheduler would make old and new rows incomparable: refused, naming the change
+    budget = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "2",
+                   "--set", "budget.patience=1", env=ray_env)
+    assert budget.returncode == 2 and "--extend adds rows or seeds, but the study changed otherwise (budget.patience:" \
+        in budget.stderr
+
     # a changed base config changes every trial: that is a new study, not an extension
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1).replace("hidden: 16", "hidden: 24"))
     changed = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "2", env=ray_env)
-    assert changed.returncode == 2 and "--extend only adds rows or seeds, but 4 stored trial(s)" in changed.stderr
+    assert changed.returncode == 2 and "changed otherwise (base.model.hidden: 16 -> 24)" in changed.stderr
+    # fewer seeds would drop finished trials from the table: refused, naming them
+    path.write_text(grid_study("grow", TWO_ROWS, epochs=1))
+    fewer = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "1", env=ray_env)
+    assert fewer.returncode == 2 and "--extend only adds rows or seeds, but 2 stored trial(s) are no longer in the " \
+        "study (atr seed 2, gru seed 2)" in fewer.stderr
     assert _records(results, "grow") == after
 
 
@@ -51,6 +62,8 @@ def test_smoke_check_never_blocks_the_full_run_nor_replaces_it(tmp_path, ray_env
     path.write_text(grid_study("check", ONE_ROW, epochs=1))
     smoke = study(str(path), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
     assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    second = study(str(path), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
+    assert second.returncode == 0 and "replacing the --smoke run's results of check" in second.stdout
     full = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
     assert full.returncode == 0, full.stdout[-3000:] + full.stderr[-3000:]
     assert "replacing the --smoke run's results of check" in full.stdout

@@ -211,7 +211,7 @@ def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_e
         os.kill(driver.pid, sig)  # `kill PID`, a batch system's stop
     rest, _ = driver.communicate(timeout=120)
     assert driver.returncode == 128 + sig, rest[-3000:]
-    assert f"Resume with: python -m study.run {args[0]} --resume --results {results}" in rest  # the file it was given
+    assert f"Resume with: python -m study.run {' '.join(args)} --resume\n" in rest  # the command it was given
     assert "Traceback" not in rest
     _, parents, children = mlflow_runs(results, "stopped")
     assert [p.info.status for p in parents] == ["KILLED"]

@@ -27,6 +27,10 @@ def test_list_shows_trials_budget_and_where_results_are(tmp_path, capsys):
     (running / "cells").mkdir()
     (running / "cells" / "study.json").write_text(json.dumps({"status": "complete", "request": {"smoke": True}}))
 
+    (running / "fsmn").mkdir()
+    (running / "fsmn" / "study.json").write_text("[1, 2]")  # not what a run writes: said, not a traceback
+    (running / "atr_gates").mkdir()
+    (running / "atr_gates" / "study.json").write_bytes(b"\xff\xfe")
     assert study_list.main(["--results", str(finished), "--results", str(running)]) == 0
     out = capsys.readouterr().out
     assert _row(out, "study").split()[:5] == ["study", "kind", "trials", "budget", "per"]
@@ -37,3 +41,5 @@ def test_list_shows_trials_budget_and_where_results_are(tmp_path, capsys):
     assert f"finished ({stored} trials) in {finished}; running (2/{total} trials) in {running}" in depth
     assert f"smoke check in {running}" in _row(out, "cells")
     assert "8 (8 samples)  " in _row(out, "optuna_atr") and "  none  " in _row(out, "optuna_atr")
+    assert f"unreadable study.json in {running}" in _row(out, "fsmn")
+    assert f"unreadable study.json in {running}" in _row(out, "atr_gates")

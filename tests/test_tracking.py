@@ -108,10 +108,12 @@ def test_the_parent_run_carries_the_table_per_row_and_whole(tmp_path):
     rows = pd.DataFrame({"label": ["SR-NMT 4L", "- LN, MA & highway", "no seed left"], "bleu_mean": [28.5, 25.25, None],
                          "bleu_std": [0.5, 0.25, None], "delta": [0.0, -3.25, None], "n": [3, 3, 0]})
     tracker.log_study_table(rows)
+    tracker.log_study_table(rows)  # a resumed or extended study logs its table again: replaced, not appended
     metrics = tracker.client.get_run(parent).data.metrics
     assert metrics == {"bleu/SR-NMT 4L": 28.5, "bleu_std/SR-NMT 4L": 0.5, "delta/SR-NMT 4L": 0.0,
                        "bleu/- LN MA highway": 25.25, "bleu_std/- LN MA highway": 0.25, "delta/- LN MA highway": -3.25}
     path = tracker.client.download_artifacts(parent, "table.json", str(tmp_path / "download"))
     logged = json.loads(open(path).read())
     assert logged["columns"][:2] == ["label", "bleu_mean"] and [r[0] for r in logged["data"]] == list(rows["label"])
+    assert logged["data"][2][1] is None  # no finished seed: empty, not NaN
     assert tracker.failures == 0
