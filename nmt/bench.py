@@ -1,6 +1,6 @@
 """``python -m nmt.bench``: how fast every recurrent unit runs here, as ratios measured in one run.
 
-Three parts, all on random data of fixed shape (speed does not depend on the values):
+Three parts, on random data (speed does not depend on the values):
 
 1. Cells: forward + backward of one unidirectional layer (input GEMM included),
    B x T tokens, D = H, for every cell, each H and thread count. Reported: tokens/s,
@@ -13,29 +13,40 @@ Three parts, all on random data of fixed shape (speed does not depend on the val
    next to an LSTM 2L of about the same size, FSMN next to GRU - decode words/s at
    beam 1 and 5, and activation memory per target token (the tensors autograd keeps
    for the backward pass; on CUDA also the peak allocated memory).
-3. ``--json`` prints everything as one JSON object instead of tables.
+3. Decoding: beam-5 words/s of the search, which drops finished sentences from the
+   batch, next to the baseline that kept them (its old loop, kept here), over the same
+   length-sorted batches of a 512-sentence test set, at the studies' size (H=64,
+   vocabulary 800) and at H=256 with 8,000 pieces; medians of interleaved rounds. The
+   GRU models have random weights, and each search ends where a trained GRU's would
+   (``ScriptedEnds``), so that sentences leave a batch as unevenly as in real use.
+   The only assertion here: both give the same translations.
 
-Nothing here asserts: the numbers are for people (and CI logs) to read.
+``--json`` prints everything as one JSON object instead of tables. Apart from part 3's
+check, nothing here asserts: the numbers are for people (and CI logs) to read.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import random
+import statistics
 import sys
 import time
 from collections.abc import Callable
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from nmt.cells import make_cell
 from nmt.cli import program_name, run_main
 from nmt.config import ModelConfig, config_from_dict
-from nmt.data.subword import EOS
+from nmt.data.subword import BOS, EOS, PAD
 from nmt.errors import UserError
 from nmt.model import build_model
 from nmt.modules.memory_block import MemoryBlock
+from nmt.search import max_lengths
 from nmt.typed_config import apply_overrides
 from nmt.units import units
 
@@ -50,18 +61,23 @@ def best_time(fn: Callable[[], None], repeats: int) -> float:
 
 
 def interleaved_fastest(calls: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
-    """Seconds of the fastest of ``repeats`` calls of each, timed in interleaved rounds after one
-    warm-up each: a slow spell of the machine then touches every candidate alike, instead of
-    whichever happened to run in it (what the ratios between them need)."""
+    """Seconds of the fastest of ``repeats`` calls of each (see ``interleaved_times``)."""
+    return {name: min(seconds) for name, seconds in interleaved_times(calls, repeats).items()}
+
+
+def interleaved_times(calls: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:
+    """Seconds of ``repeats`` calls of each, timed in interleaved rounds after one warm-up each: a
+    slow spell of the machine then touches every candidate alike, instead of whichever happened
+    to run in it (what the ratios between them need)."""
     for call in calls.values():
         call()
-    fastest = dict.fromkeys(calls, float("inf"))
+    seconds: dict[str, list[float]] = {name: [] for name in calls}
     for _ in range(repeats):
         for name, call in calls.items():
             begin = time.perf_counter()
             call()
-            fastest[name] = min(fastest[name], time.perf_counter() - begin)
-    return fastest
+            seconds[name].append(time.perf_counter() - begin)
+    return seconds
 
 
 def gemm_call(batch: int, length: int, hidden: int, device: torch.device) -> tuple[Callable[[], None], float]:
@@ -311,7 +327,194 @@ def model_table(size: int, batch: int, length: int, vocab: int, device: torch.de
     return rows
 
 
+# --- part 3: decoding ---------------------------------------------------------------
+
+
+@torch.no_grad()
+def baseline_beam_search(model, src: Tensor, src_mask: Tensor, beam: int = 5, length_penalty: float = 1.0,
+                         max_len_ratio: float = 2.0) -> list[list[int]]:
+    """``nmt.search.beam_search`` as it was before finished sentences left the batch (every sentence
+    keeps its K rows until the batch's last search ends), kept here only as the baseline of the
+    decoding ratio."""
+    batch, device = src.size(0), src.device
+    memory = model.encode(src, src_mask)
+    state = model.decoder.init_state(memory)
+    rows = torch.arange(batch, device=device).repeat_interleave(beam)
+    memory = {k: v.index_select(0, rows) for k, v in memory.items()}
+    state = {k: v.index_select(0, rows) for k, v in state.items()}
+    limits = max_lengths(src_mask, max_len_ratio).tolist()
+
+    scores = torch.full((batch, beam), float("-inf"), device=device)
+    scores[:, 0] = 0.0
+    tokens = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=device)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+    done = [False] * batch
+
+    def finish(sentence: int, hypothesis: list[int], score: float, eos: bool = True) -> None:
+        length = len(hypothesis) + (1 if eos else 0)
+        finished[sentence].append((score / max(length, 1) ** length_penalty, hypothesis))
+
+    for t in range(max(limits)):
+        log_probs, state = model.step_log_probs(memory, tokens[:, -1], state)
+        log_probs[:, PAD] = float("-inf")
+        log_probs[:, BOS] = float("-inf")
+        vocab = log_probs.size(-1)
+        candidates = (scores.view(-1, 1) + log_probs).view(batch, beam * vocab)
+        top_scores, top_index = candidates.topk(2 * beam, dim=1)
+        origin = torch.div(top_index, vocab, rounding_mode="floor")
+        words = top_index % vocab
+        is_eos = words == EOS
+
+        eos_rank = is_eos & (torch.arange(2 * beam, device=device) < beam)
+        for sentence, position in eos_rank.nonzero().tolist():
+            if not done[sentence]:
+                prefix = tokens[sentence * beam + int(origin[sentence, position]), 1:].tolist()
+                finish(sentence, prefix, float(top_scores[sentence, position]))
+
+        keep_rank = (~is_eos).cumsum(dim=1)
+        keep = (~is_eos) & (keep_rank <= beam)
+        order = keep.float().argsort(dim=1, descending=True, stable=True)[:, :beam]
+        scores = top_scores.gather(1, order)
+        chosen_origin = origin.gather(1, order)
+        chosen_words = words.gather(1, order)
+        flat_origin = (torch.arange(batch, device=device).unsqueeze(1) * beam + chosen_origin).view(-1)
+        tokens = torch.cat([tokens.index_select(0, flat_origin), chosen_words.view(-1, 1)], dim=1)
+        state = {k: v.index_select(0, flat_origin) for k, v in state.items()}
+
+        for sentence in range(batch):
+            if done[sentence]:
+                continue
+            if len(finished[sentence]) >= beam:
+                done[sentence] = True
+            elif t + 1 >= limits[sentence]:
+                for k in range(beam):
+                    hypothesis = tokens[sentence * beam + k, 1:].tolist()
+                    finish(sentence, hypothesis, float(scores[sentence, k]), eos=False)
+                done[sentence] = True
+        if all(done):
+            break
+
+    return [max(hypotheses, key=lambda item: item[0])[1] for hypotheses in finished]
+
+
+class ScriptedEnds:
+    """A random-weight model whose searches end where a trained model's would: EOS is impossible
+    before the step drawn for the sentence and the only word at it. A random model's own EOS
+    probability ends nearly every search at once or at the length limit, and how many rows the
+    baseline keeps busy for nothing depends on how unevenly the searches of a batch end.
+    Everything else - encoder, decoder steps, softmax, search - is the real model's work."""
+
+    def __init__(self, model: nn.Module, ends: dict[tuple[int, ...], int]):
+        self.model, self.decoder, self.ends = model, model.decoder, ends
+        self.rows = 0  # decoder rows computed, summed over steps
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> dict[str, Tensor]:
+        memory = self.model.encode(src, src_mask)
+        ends = [self.ends[tuple(ids[real][:-1].tolist())] for ids, real in zip(src, src_mask)]  # source without EOS
+        memory["scripted_end"] = torch.tensor(ends, device=src.device)  # a batch row like any, so the search moves it
+        return memory
+
+    def step_log_probs(self, memory: dict[str, Tensor], y_prev: Tensor, state: dict) -> tuple[Tensor, dict]:
+        state = dict(state)
+        steps = state.pop("scripted_steps", torch.zeros_like(y_prev)) + 1
+        self.rows += y_prev.size(0)
+        log_probs, state = self.model.step_log_probs(memory, y_prev, state)
+        # rows past their end belong to finished searches; a row index, not a mask: no pass over (rows, V)
+        ending = (steps == memory["scripted_end"]).nonzero().squeeze(1)
+        log_probs[:, EOS] = float("-inf")
+        log_probs.index_fill_(0, ending, float("-inf"))
+        log_probs[ending, EOS] = 0.0
+        state["scripted_steps"] = steps
+        return log_probs, state
+
+
+def scripted_test_set(sentences: int, vocab: int, max_len_ratio: float, seed: int = 1
+                      ) -> tuple[list[list[int]], dict[tuple[int, ...], int]]:
+    """(sources, the step where each one's search ends). Sources have the lengths of the synthetic
+    corpus's test set (3-50 tokens, mean 16; Multi30k's test set has 14 BPE pieces on average) and
+    random ids. A search ends after its source length (+ EOS) x a log-normal factor, median 1.15
+    and sigma 0.29: fitted to what beam 5 gives with a GRU trained for one epoch on Multi30k
+    (median 1.15, 5th to 95th percentile 0.77 to 2.0; half of the baseline's rows work there, as here)."""
+    from nmt.data.synthetic import generate_corpus, tokenize
+
+    rng = random.Random(seed)
+    sources, ends = [], {}
+    for source, _ in generate_corpus(seed, 1, 1, sentences)["test"]:
+        ids = [rng.randrange(4, vocab) for _ in tokenize(source)]
+        length = len(ids) + 1
+        limit = int(length * max_len_ratio) + 10  # nmt.search.max_lengths
+        ends[tuple(ids)] = min(max(2, round(length * math.exp(rng.gauss(0.14, 0.29)))), limit)
+        sources.append(ids)
+    return sources, ends
+
+
+def decoding_row(hidden: int, vocab: int, sentences: int, device: torch.device, repeats: int) -> dict:
+    """Beam-search words/s of the GRU model (the studies' unit) at one size, the search as it is and
+    the baseline, both over the same length-sorted batches as ``nmt.translator``, timed in
+    interleaved rounds (medians); the translations must be the same."""
+    from nmt.config import DecodeConfig
+    from nmt.data.batching import make_source_batches
+    from nmt.search import beam_search
+
+    decode = DecodeConfig()
+    torch.manual_seed(0)
+    model = build_model(model_config({"hidden": hidden, "emb": hidden, "cell": "gru"}), vocab, vocab)
+    sources, ends = scripted_test_set(sentences, vocab, decode.max_len_ratio)
+    scripted = ScriptedEnds(model.to(device).eval(), ends)
+    batches = [(src.to(device), mask.to(device), indices)
+               for src, mask, indices in make_source_batches(sources, decode.batch_size)]
+    outputs: dict[str, list] = {}
+    rows: dict[str, int] = {}
+
+    def translate_with(name: str, search) -> Callable[[], None]:
+        def run():
+            start, translations = scripted.rows, [None] * len(sources)
+            for src, mask, indices in batches:
+                hypotheses = search(scripted, src, mask, beam=decode.beam, length_penalty=decode.length_penalty,
+                                    max_len_ratio=decode.max_len_ratio)
+                for index, hypothesis in zip(indices, hypotheses):
+                    translations[index] = hypothesis
+            _sync(device)
+            outputs[name], rows[name] = translations, scripted.rows - start
+
+        return run
+
+    seconds = interleaved_times({"baseline": translate_with("baseline", baseline_beam_search),
+                                 "search": translate_with("search", beam_search)}, repeats)
+    if outputs["search"] != outputs["baseline"]:
+        raise AssertionError(f"H={hidden}, vocab {vocab}: the search and its baseline translate differently")
+    words = sum(len(hypothesis) for hypothesis in outputs["search"])
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    return {"hidden": hidden, "vocab": vocab, "sentences": sentences, "beam": decode.beam, "words": words,
+            "words_per_s": words / median["search"], "baseline_words_per_s": words / median["baseline"],
+            "speedup": median["baseline"] / median["search"], "seconds": seconds["search"],
+            "baseline_seconds": seconds["baseline"], "baseline_useful_rows": rows["search"] / rows["baseline"]}
+
+
+def decoding_table(sizes: list[tuple[int, int]], sentences: int, device: torch.device, repeats: int,
+                   log) -> list[dict]:
+    rows = []
+    for hidden, vocab in sizes:
+        row = decoding_row(hidden, vocab, sentences, device, repeats)
+        rows.append(row)
+        log(f"  H={hidden:<4d} vocab {vocab:<6,d} {row['words_per_s']:>8,.0f} words/s  baseline "
+            f"{row['baseline_words_per_s']:>8,.0f} words/s  x{row['speedup']:.2f} (medians of {repeats} interleaved "
+            f"rounds; the baseline's rows doing useful work: {100 * row['baseline_useful_rows']:.0f}%; same translations)")
+    return rows
+
+
 # --- command line -------------------------------------------------------------------
+
+
+def decode_size(text: str) -> tuple[int, int]:
+    """``H:V`` -> (hidden size, vocabulary)."""
+    try:
+        hidden, vocab = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise UserError(f"--decode-sizes {text}: give hidden size and vocabulary as H:V, e.g. 256:8000") from None
+    if hidden < 1 or vocab < 5:  # ids 0-3 are PAD, UNK, BOS, EOS
+        raise UserError(f"--decode-sizes {text}: needs H >= 1 and V >= 5")
+    return hidden, vocab
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -335,7 +538,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5], help="decoding beams (default 1 5)")
     parser.add_argument("--repeats", type=int, default=5,
                         help="timed rounds (cells: interleaved), the fastest counts (default 5)")
-    parser.add_argument("--skip", choices=("cells", "models"), action="append", default=[], help="leave a part out")
+    parser.add_argument("--decode-sizes", nargs="+", metavar="H:V",
+                        help="hidden size and vocabulary of the decoding part's models (default: --model-size and "
+                             "--vocab, and 4x the size with 10x the vocabulary: 64:800 256:8000)")
+    parser.add_argument("--decode-sentences", type=int, default=512,
+                        help="test-set sentences of the decoding part (default 512)")
+    parser.add_argument("--skip", choices=("cells", "models", "decoding"), action="append", default=[],
+                        help="leave a part out")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                         help="where to measure (default: cuda when present)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -346,9 +555,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for flag, values in (("--hidden", args.hidden), ("--threads", args.threads), ("--beams", args.beams),
-                         ("--batch", [args.batch]), ("--length", [args.length]), ("--repeats", [args.repeats])):
+                         ("--batch", [args.batch]), ("--length", [args.length]), ("--repeats", [args.repeats]),
+                         ("--decode-sentences", [args.decode_sentences])):
         if any(v < 1 for v in values):
             raise UserError(f"{flag} {' '.join(map(str, values))}: every value must be >= 1")
+    decode_sizes = ([decode_size(text) for text in args.decode_sizes] if args.decode_sizes else
+                    [(args.model_size, args.vocab), (4 * args.model_size, 10 * args.vocab)])
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device here; use --device cpu")
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -368,6 +580,12 @@ def main(argv: list[str] | None = None) -> int:
         log(f"models: size {args.model_size}, vocabulary {args.vocab}, {torch.get_num_threads()} thread(s)")
         report["models"] = model_table(args.model_size, args.batch, args.length, args.vocab, device, args.repeats,
                                        args.beams, log)
+    if "decoding" not in args.skip:
+        if device.type == "cpu":
+            torch.set_num_threads(args.threads[0])
+        log(f"decoding: beam 5, {args.decode_sentences} sentences in length-sorted batches, the search vs its "
+            f"baseline that kept finished sentences in the batch, {torch.get_num_threads()} thread(s)")
+        report["decoding"] = decoding_table(decode_sizes, args.decode_sentences, device, args.repeats, log)
     if args.json:
         print(json.dumps(report, indent=1))
     return 0

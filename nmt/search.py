@@ -7,6 +7,16 @@ A sentence stops once it has K finished hypotheses or reaches its own
 length limit (``max_len_ratio`` * source length + 10), so results do not
 depend on which other sentences share the batch. Finished hypotheses are
 ranked by log p / length**alpha (``length_penalty`` alpha; 0 = raw log p).
+
+A sentence whose search is over leaves the batch: its rows of the decoder
+state and of the memory (encoder states, mask, attention keys) are dropped,
+so every step costs what the sentences still searched need. Decoder states
+and memories are flat dicts of batch-first tensors, so one ``index_select``
+per entry both reorders the beams and drops the finished sentences, for
+every decoder alike. Rows do not interact, so dropping them changes no
+translation. (A score may change in its last bits: a BLAS may round a row
+of a matrix product differently when the product has fewer rows, as it
+does between a sentence decoded alone and in a batch.)
 """
 
 from __future__ import annotations
@@ -29,28 +39,35 @@ def _forbid_specials(log_probs: Tensor) -> Tensor:
     return log_probs
 
 
+def select_rows(tensors: dict[str, Tensor], rows: Tensor) -> dict[str, Tensor]:
+    """The given batch rows of every entry of a decoder state or memory."""
+    return {name: tensor.index_select(0, rows) for name, tensor in tensors.items()}
+
+
 @torch.no_grad()
 def greedy_decode(model: Seq2Seq, src: Tensor, src_mask: Tensor, max_len_ratio: float = 2.0) -> list[list[int]]:
-    batch = src.size(0)
+    batch, device = src.size(0), src.device
     memory = model.encode(src, src_mask)
     state = model.decoder.init_state(memory)
-    limits = max_lengths(src_mask, max_len_ratio)
-    y = torch.full((batch,), BOS, dtype=torch.long, device=src.device)
+    limits = max_lengths(src_mask, max_len_ratio).tolist()
+    live = list(range(batch))  # the input position of each row still decoded
+    y = torch.full((batch,), BOS, dtype=torch.long, device=device)
     outputs: list[list[int]] = [[] for _ in range(batch)]
-    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    for t in range(int(limits.max())):
+    for t in range(max(limits)):
         log_probs, state = model.step_log_probs(memory, y, state)
         y = _forbid_specials(log_probs).argmax(dim=-1)
-        for i in (~done).nonzero().flatten().tolist():
-            token = int(y[i])
-            if token == EOS or t + 1 >= int(limits[i]):
-                done[i] = True
-                if token != EOS:
-                    outputs[i].append(token)
-            else:
-                outputs[i].append(token)
-        if bool(done.all()):
+        going_on = []
+        for row, (sentence, token) in enumerate(zip(live, y.tolist())):
+            if token != EOS:
+                outputs[sentence].append(token)
+            if token != EOS and t + 1 < limits[sentence]:
+                going_on.append(row)
+        if not going_on:
             break
+        if len(going_on) < len(live):
+            rows = torch.tensor(going_on, device=device)
+            live = [live[row] for row in going_on]
+            y, memory, state = y.index_select(0, rows), select_rows(memory, rows), select_rows(state, rows)
     return outputs
 
 
@@ -59,40 +76,48 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 5, le
                 max_len_ratio: float = 2.0) -> list[list[int]]:
     if beam == 1:
         return greedy_decode(model, src, src_mask, max_len_ratio)
+    return [hypothesis for _, hypothesis in scored_beam_search(model, src, src_mask, beam, length_penalty,
+                                                               max_len_ratio)]
+
+
+@torch.no_grad()
+def scored_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 5, length_penalty: float = 1.0,
+                       max_len_ratio: float = 2.0) -> list[tuple[float, list[int]]]:
+    """(score, hypothesis) of the best finished hypothesis of each sentence (``beam`` >= 2)."""
     batch, device = src.size(0), src.device
     memory = model.encode(src, src_mask)
     state = model.decoder.init_state(memory)
     rows = torch.arange(batch, device=device).repeat_interleave(beam)
-    memory = {k: v.index_select(0, rows) for k, v in memory.items()}
-    state = {k: v.index_select(0, rows) for k, v in state.items()}
+    memory, state = select_rows(memory, rows), select_rows(state, rows)
     limits = max_lengths(src_mask, max_len_ratio).tolist()
+    live = list(range(batch))  # the input position of each sentence still searched, in batch order
+    beam_offsets = torch.arange(beam, device=device)
 
     scores = torch.full((batch, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: keep one alive
     tokens = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=device)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
-    done = [False] * batch
 
     def finish(sentence: int, hypothesis: list[int], score: float, eos: bool = True) -> None:
         length = len(hypothesis) + (1 if eos else 0)
         finished[sentence].append((score / max(length, 1) ** length_penalty, hypothesis))
 
     for t in range(max(limits)):
+        n = len(live)
         log_probs, state = model.step_log_probs(memory, tokens[:, -1], state)
         log_probs = _forbid_specials(log_probs)
         vocab = log_probs.size(-1)
-        candidates = (scores.view(-1, 1) + log_probs).view(batch, beam * vocab)
+        candidates = (scores.view(-1, 1) + log_probs).view(n, beam * vocab)
         top_scores, top_index = candidates.topk(2 * beam, dim=1)
         origin = torch.div(top_index, vocab, rounding_mode="floor")
         words = top_index % vocab
         is_eos = words == EOS
 
-        # Finished: EOS extensions ranked in the top K of a live sentence.
+        # Finished: EOS extensions ranked in the top K (every sentence in the batch is live).
         eos_rank = is_eos & (torch.arange(2 * beam, device=device) < beam)
-        for sentence, position in eos_rank.nonzero().tolist():
-            if not done[sentence]:
-                prefix = tokens[sentence * beam + int(origin[sentence, position]), 1:].tolist()
-                finish(sentence, prefix, float(top_scores[sentence, position]))
+        for row, position in eos_rank.nonzero().tolist():
+            prefix = tokens[row * beam + int(origin[row, position]), 1:].tolist()
+            finish(live[row], prefix, float(top_scores[row, position]))
 
         # Live: the K best non-EOS extensions (at most K of the 2K can be EOS).
         keep_rank = (~is_eos).cumsum(dim=1)
@@ -101,21 +126,30 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 5, le
         scores = top_scores.gather(1, order)
         chosen_origin = origin.gather(1, order)
         chosen_words = words.gather(1, order)
-        flat_origin = (torch.arange(batch, device=device).unsqueeze(1) * beam + chosen_origin).view(-1)
-        tokens = torch.cat([tokens.index_select(0, flat_origin), chosen_words.view(-1, 1)], dim=1)
-        state = {k: v.index_select(0, flat_origin) for k, v in state.items()}
+        source_rows = torch.arange(n, device=device).unsqueeze(1) * beam + chosen_origin  # (n, K)
+        tokens = torch.cat([tokens.index_select(0, source_rows.view(-1)), chosen_words.view(-1, 1)], dim=1)
 
-        for sentence in range(batch):
-            if done[sentence]:
-                continue
+        going_on = []
+        for row, sentence in enumerate(live):
             if len(finished[sentence]) >= beam:
-                done[sentence] = True
-            elif t + 1 >= limits[sentence]:
+                continue
+            if t + 1 >= limits[sentence]:
                 for k in range(beam):  # out of length: the live beams end here
-                    hypothesis = tokens[sentence * beam + k, 1:].tolist()
-                    finish(sentence, hypothesis, float(scores[sentence, k]), eos=False)
-                done[sentence] = True
-        if all(done):
+                    hypothesis = tokens[row * beam + k, 1:].tolist()
+                    finish(sentence, hypothesis, float(scores[row, k]), eos=False)
+                continue
+            going_on.append(row)
+        if not going_on:
             break
+        if len(going_on) == n:
+            state = select_rows(state, source_rows.view(-1))
+            continue
+        # Drop the finished sentences: the beams' reorder and the drop in one select.
+        kept = torch.tensor(going_on, device=device)
+        kept_rows = (kept.unsqueeze(1) * beam + beam_offsets).view(-1)
+        state = select_rows(state, source_rows.index_select(0, kept).view(-1))
+        memory = select_rows(memory, kept_rows)
+        tokens, scores = tokens.index_select(0, kept_rows), scores.index_select(0, kept)
+        live = [live[row] for row in going_on]
 
-    return [max(hypotheses, key=lambda item: item[0])[1] for hypotheses in finished]
+    return [max(hypotheses, key=lambda item: item[0]) for hypotheses in finished]
