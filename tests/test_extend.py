@@ -19,18 +19,30 @@ def _records(results, name) -> dict[str, dict]:
     return {(r["label"], r["seed"]): r for r in map(json.loads, lines)}
 
 
-def test_finished_study_gains_a_row_and_a_seed_without_retraining(tmp_path, ray_env):
+def test_a_study_grows_from_a_smoke_check_to_more_rows_and_seeds(tmp_path, ray_env):
     path, results = tmp_path / "grow.yaml", tmp_path / "results"
     path.write_text(grid_study("grow", ONE_ROW, epochs=1))
-    first = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    run = ("--cpus", "2", "--results", str(results))
+
+    # a smoke check in the same results directory does not block the full run, which replaces it
+    smoke = study(str(path), "--smoke", *run, env=ray_env)
+    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
+    first = study(str(path), *run, env=ray_env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    before = _records(results, "grow")
+    assert "replacing the --smoke run's results of grow" in first.stdout
+    state = json.loads((results / "grow" / "study.json").read_text())
+    assert not state["request"].get("smoke") and state["status"] == "complete"
+    before, table = _records(results, "grow"), (results / "grow" / "table.md").read_text()
+    # ... and a smoke check never replaces a full run's results
+    again = study(str(path), "--smoke", *run, env=ray_env)
+    assert again.returncode == 2 and "holds the results of a full run" in again.stderr
+    assert (results / "grow" / "table.md").read_text() == table
 
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1))
-    refused = study(str(path), "--cpus", "2", "--results", str(results), "--resume", env=ray_env)
+    refused = study(str(path), *run, "--resume", env=ray_env)
     assert refused.returncode == 2 and "--extend if it only gained rows or seeds" in refused.stderr
 
-    grown = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "2", env=ray_env)
+    grown = study(str(path), *run, "--extend", "--seeds", "2", env=ray_env)
     assert grown.returncode == 0, grown.stdout[-3000:] + grown.stderr[-3000:]
     after = _records(results, "grow")
     assert sorted(after) == [("atr", 1), ("atr", 2), ("gru", 1), ("gru", 2)]
@@ -39,38 +51,17 @@ def test_finished_study_gains_a_row_and_a_seed_without_retraining(tmp_path, ray_
     assert [r["label"] for r in table_rows(results, "grow")] == ["gru", "atr"]
     assert {r["seeds"] for r in table_rows(results, "grow")} == {"2"}
 
-    # a changed budget or scheduler would make old and new rows incomparable: refused, naming the change
-    budget = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "2",
-                   "--set", "budget.patience=1", env=ray_env)
+    # a changed budget would make old and new rows incomparable: refused, naming the change
+    budget = study(str(path), *run, "--extend", "--seeds", "2", "--set", "budget.patience=1", env=ray_env)
     assert budget.returncode == 2 and "--extend adds rows or seeds, but the study changed otherwise (budget.patience:" \
         in budget.stderr
-
     # a changed base config changes every trial: that is a new study, not an extension
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1).replace("hidden: 16", "hidden: 24"))
-    changed = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "2", env=ray_env)
+    changed = study(str(path), *run, "--extend", "--seeds", "2", env=ray_env)
     assert changed.returncode == 2 and "changed otherwise (base.model.hidden: 16 -> 24)" in changed.stderr
     # fewer seeds would drop finished trials from the table: refused, naming them
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1))
-    fewer = study(str(path), "--cpus", "2", "--results", str(results), "--extend", "--seeds", "1", env=ray_env)
+    fewer = study(str(path), *run, "--extend", "--seeds", "1", env=ray_env)
     assert fewer.returncode == 2 and "--extend only adds rows or seeds, but 2 stored trial(s) are no longer in the " \
         "study (atr seed 2, gru seed 2)" in fewer.stderr
     assert _records(results, "grow") == after
-
-
-def test_smoke_check_never_blocks_the_full_run_nor_replaces_it(tmp_path, ray_env):
-    path, results = tmp_path / "check.yaml", tmp_path / "results"
-    path.write_text(grid_study("check", ONE_ROW, epochs=1))
-    smoke = study(str(path), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
-    assert smoke.returncode == 0, smoke.stdout[-3000:] + smoke.stderr[-3000:]
-    second = study(str(path), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
-    assert second.returncode == 0 and "replacing the --smoke run's results of check" in second.stdout
-    full = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
-    assert full.returncode == 0, full.stdout[-3000:] + full.stderr[-3000:]
-    assert "replacing the --smoke run's results of check" in full.stdout
-    state = json.loads((results / "check" / "study.json").read_text())
-    assert not state["request"].get("smoke") and state["status"] == "complete"
-    table = (results / "check" / "table.md").read_text()
-
-    again = study(str(path), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
-    assert again.returncode == 2 and "holds the results of a full run" in again.stderr
-    assert (results / "check" / "table.md").read_text() == table
