@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from nmt.cli import program_name, run_main
+from study.stored import STATE_FILE, is_smoke_run
 
 # where results are looked for when no --results is given: a user's runs, their smoke checks,
 # the committed reference results
@@ -65,13 +66,12 @@ def results_state(place: Path, name: str) -> str | None:
     """"finished (24 trials)", "running (3/36 trials)", "smoke check" or None: what ``place``
     holds of the study, read from its state file and trial records without loading anything."""
     study_dir = place / name
-    path = study_dir / "study.json"
+    path = study_dir / STATE_FILE
     if not path.is_file():
         return None
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
-        request = state.get("request") or {}
-        if request.get("smoke"):
+        if is_smoke_run(state):
             return "smoke check"
         if state.get("status") == "complete":
             saved = study_dir / "trials.jsonl"

@@ -37,7 +37,7 @@ from study import plots
 from study.ownership import StudyLock, owned_path
 from study.provenance import environment
 from study.report import write_html_report
-from study.stored import table_layout
+from study.stored import STATE_FILE, is_smoke_run, table_layout
 from study.results import experiment_dir, load_records, load_saved_records, save_records
 from study.migration import adopt_stored_trials
 from study.labels import axis_name, display_value
@@ -49,7 +49,6 @@ from study.tracking import StudyTracker, default_tracking_uri
 from study.trainable import SAMPLE
 from study.trial_store import FINISHED, TrialStore
 
-STATE_FILE = "study.json"
 
 
 @dataclass
@@ -289,11 +288,6 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
               file=sys.stderr)
     print(f"study {spec.name} done in {_clock(time.time() - start)}")
     return 0
-
-
-def is_smoke_run(state: dict | None) -> bool:
-    """Whether stored results come from a --smoke run (a check, which a full run replaces)."""
-    return bool(state and (state.get("request") or {}).get("smoke"))
 
 
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'

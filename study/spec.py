@@ -239,17 +239,18 @@ def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run:
     if corpus:
         tree = apply_overrides(tree, [(f"data.{key}", value) for key, value in corpus.items()], source="--data-dir")
     spec = spec_from_dict(tree, source, expected_name=path.stem, max_trials=max_trials)
-    check_corpus_vocabularies(spec)  # as asked, before --smoke shrinks the vocabulary
+    trials = expand(spec)  # validates every trial config now, before anything runs
+    check_corpus_vocabularies(spec, trials)  # as asked, before --smoke shrinks the vocabulary
     if smoke_run:
         spec = shrink_for_smoke(spec)
-    expand(spec)  # validates every trial config now, before anything runs
+        expand(spec)
     return spec
 
 
-def check_corpus_vocabularies(spec: StudySpec) -> None:
+def check_corpus_vocabularies(spec: StudySpec, trials: list[Trial]) -> None:
     """Every vocabulary size the study's trials ask for fits the corpus (nmt.config.check_vocabulary_size)."""
     seen = set()
-    for trial in expand(spec):
+    for trial in trials:
         data = trial.config["data"]
         fingerprint = json.dumps(data, sort_keys=True, default=str)
         if fingerprint not in seen:

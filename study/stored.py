@@ -18,7 +18,7 @@ from study.results import TRIALS_FILE, experiment_dir, load_records, load_saved_
 from study.spec import StudySpec, expand, spec_from_dict
 from study.tables import StudyTable, build_table
 
-STATE_FILE = "study.json"  # the runner's name for it (study.runner.STATE_FILE; importing the runner pulls in Ray)
+STATE_FILE = "study.json"  # a study's state (study.runner writes it); here because this module needs no Ray
 REFERENCES_FILE = "test.ref"
 
 
@@ -65,6 +65,11 @@ class StoredStudy:
         """The table's rows in order (no significance test is run for this)."""
         layout = self.layout
         return list(build_table(self.records, layout.title, None, None, layout.row_order).rows["label"])
+
+
+def is_smoke_run(state: dict | None) -> bool:
+    """Whether stored results come from a --smoke run (a check, which the next run replaces)."""
+    return bool(state and (state.get("request") or {}).get("smoke"))
 
 
 def read_study_state(study_dir: Path) -> dict:
