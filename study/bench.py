@@ -10,6 +10,11 @@ budget and no early stopping, so both ways do the same work) run twice:
 
 It prints both wall times and their ratio (concurrent / sequential; below 1 means the
 study platform is faster than a plain loop). Timings only: nothing is asserted.
+
+``--fixed-cost`` measures instead what a study costs around its trials: ``python -m
+study.run`` on a study of one trial of one optimizer step, in a new results directory,
+timed from the command's start to its first trial's launch and from its trials' end to
+its exit (imports, the MLflow store, Ray's start and stop, tables and plots).
 """
 
 from __future__ import annotations
@@ -40,6 +45,19 @@ seeds: {trials}
 budget: {{epochs: {epochs}}}
 """
 
+FIXED_COST_STUDY = """name: bench_fixed_cost
+description: one trial of one optimizer step, to time what a study costs around its trials
+data: {preset: synthetic, size: 300, valid_size: 20, test_size: 20, spm: {vocab_size: 100}}
+base:
+  model: {cell: gru, hidden: 8, emb: 8}
+  train: {batch_tokens: 500, lr_decay: none, patience: 0}
+  decode: {beam: 1}
+variants:
+  - {label: one step, set: {}}
+seeds: 1
+budget: {epochs: 1, steps: 1}
+"""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -55,14 +73,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs to use (default: all)")
     parser.add_argument("--sequential-threads", type=int,
                         help="torch threads of the sequential run (default: --cpus, every CPU it may use)")
+    parser.add_argument("--fixed-cost", action="store_true",
+                        help="instead: time what a study costs before and after its trials (a one-step study in a "
+                             "new results directory; the fastest of --repeats runs)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of --fixed-cost, the fastest counts (default 2)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     args = parser.parse_args(argv)
     threads = args.cpus if args.sequential_threads is None else args.sequential_threads
     for flag, value in (("--trials", args.trials), ("--epochs", args.epochs), ("--hidden", args.hidden),
-                        ("--size", args.size), ("--cpus", args.cpus), ("--sequential-threads", threads)):
+                        ("--size", args.size), ("--cpus", args.cpus), ("--sequential-threads", threads),
+                        ("--repeats", args.repeats)):
         if value < 1:
             raise UserError(f"{flag} {value}: must be >= 1")
+    if args.fixed_cost:
+        return fixed_cost(args.repeats, args.json)
 
     from study.spec import expand, load_study
 
@@ -104,6 +129,54 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"wall time, study.run / sequential: {ratio:.2f}  ({concurrent:.1f} s / {sequential:.1f} s)")
     return 0
+
+
+def fixed_cost(repeats: int, as_json: bool) -> int:
+    """``--fixed-cost``: the one-step study ``repeats`` times, each in a new results directory."""
+    runs = []
+    work = Path(tempfile.mkdtemp(prefix="rnmt-bench-"))
+    try:
+        study_file = work / "bench_fixed_cost.yaml"
+        study_file.write_text(FIXED_COST_STUDY, encoding="utf-8")
+        for index in range(repeats):
+            runs.append(_time_around_trials(study_file, work / f"results{index}"))
+            print(f"run {index + 1}: {runs[-1]['fixed_seconds']:.2f} s around the trials "
+                  f"({runs[-1]['before_trials_seconds']:.2f} s before, {runs[-1]['after_trials_seconds']:.2f} s after)",
+                  file=sys.stderr, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report = {**min(runs, key=lambda run: run["fixed_seconds"]), "runs": runs}
+    if as_json:
+        print(json.dumps(report))
+    else:
+        print(f"study fixed cost: {report['fixed_seconds']:.2f} s ({report['before_trials_seconds']:.2f} s before the "
+              f"trials, {report['after_trials_seconds']:.2f} s after; fastest of {repeats})")
+    return 0
+
+
+def _time_around_trials(study_file: Path, results: Path) -> dict:
+    """Seconds from the command's start to the line announcing the trials and from the line
+    announcing their end to its exit, read from its output as it comes."""
+    with tempfile.TemporaryFile(mode="w+") as stderr:  # a file: a full stderr pipe would stall the run
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "study.run", str(study_file), "--cpus", "1",
+                                    "--results", str(results)], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                   env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"))
+        launched = ended = None
+        for line in process.stdout:
+            if launched is None and " trials (" in line:  # "1 trials (grid); tracking ...": Ray Tune starts next
+                launched = time.perf_counter()
+            elif line.startswith("trials done"):
+                ended = time.perf_counter()
+        code = process.wait()
+        finished = time.perf_counter()
+        stderr.seek(0)
+        errors = stderr.read()
+    if code != 0 or launched is None or ended is None:
+        raise UserError(f"the one-step study failed (exit {code}): {(errors.strip().splitlines() or ['no output'])[-1]}")
+    before, after = launched - started, finished - ended
+    return {"fixed_seconds": round(before + after, 3), "before_trials_seconds": round(before, 3),
+            "after_trials_seconds": round(after, 3), "trials_seconds": round(ended - launched, 3)}
 
 
 def _prepare_data(tree: dict, work: Path) -> None:

@@ -8,7 +8,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from nmt.cli import program_name, run_main
+from nmt.cli import exit_without_teardown, program_name, run_main
 from nmt.errors import UserError
 
 SMOKE_RESULTS = Path("results") / "smoke"
@@ -94,4 +94,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main))
+    exit_without_teardown(run_main(main))

@@ -22,8 +22,10 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,84 +212,88 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     resources = trial_resources(spec, opts)
     if not address:
         _check_local_fit(resources, opts)
-    tracker.connect()
-
     import ray
 
-    _start_ray(opts)
+    _start_services(tracker, opts)
+    stopping = None
     try:
-        if address:
-            _check_cluster_fit(resources, address)
-        if replace:
-            _clear(results_root, spec.name)
-            state = None
-        trials = finalize_trials(spec, opts, exp_dir)
-        if opts.extend and spec.fields.search is None:
-            check_extension(spec, trials, exp_dir)
-        write_lines(study_dir / "test.ref", references)
-        closed = tracker.close_stale_runs()
-        if closed:
-            print(f"closed {closed} MLflow run(s) left RUNNING by a previous driver (marked KILLED)", flush=True)
-        parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
-                                                         "trials": len(trials), "command": opts.command},
-                                      parent_id=_stored_parent(opts, state, uri))
-        state = {"study": spec.name, "status": "running", "request": spec.tree,
-                 "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
-                 "fingerprint": spec.fingerprint, "tracking_uri": uri,
-                 "tracking_uri_default": uri == default_tracking_uri(results_root), "parent_run_id": parent,
-                 "command": opts.command, "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
-                 "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats, "environment": environment()}
-        write_state(study_dir, state)
-        write_command(study_dir, opts.command)
-        total = spec.fields.search.num_samples if spec.fields.search else len(trials)
-        print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
-        storage = StorageStopper(exp_dir)
-        with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
-            tuner, to_run = _tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage))
-            if to_run:
-                try:
-                    tuner.fit()
-                except Exception:
-                    if storage.trouble() is None:
-                        raise
         try:
-            check_storage(exp_dir, storage, spec.name, opts.results_flag())
-        except UserError:
-            tracker.close_stale_runs()
-            raise
-        records = load_records(results_root, spec.name)
-        if received or len(records) < total or any(r["status"] == "running" for r in records):
-            # Tune ends fit() early on SIGINT (our SIGTERM handler forwards it) and saves its state
+            if address:
+                _check_cluster_fit(resources, address)
+            if replace:
+                _clear(results_root, spec.name)
+                state = None
+            trials = finalize_trials(spec, opts, exp_dir)
+            if opts.extend and spec.fields.search is None:
+                check_extension(spec, trials, exp_dir)
+            write_lines(study_dir / "test.ref", references)
             closed = tracker.close_stale_runs()
-            name = "SIGTERM" if received else "SIGINT"
-            results_flag = opts.results_flag()
-            again = (resume_command(opts.command) if opts.command
-                     else f"python -m study.run {study_argument(spec)} --resume{results_flag}")
-            print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
-                  f"Resume with: {again}", file=sys.stderr, flush=True)
-            return 128 + (signal.SIGTERM if received else signal.SIGINT)
-    finally:
-        ray.shutdown()
+            if closed:
+                print(f"closed {closed} MLflow run(s) left RUNNING by a previous driver (marked KILLED)", flush=True)
+            parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
+                                                             "trials": len(trials), "command": opts.command},
+                                          parent_id=_stored_parent(opts, state, uri))
+            state = {"study": spec.name, "status": "running", "request": spec.tree,
+                     "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
+                     "fingerprint": spec.fingerprint, "tracking_uri": uri,
+                     "tracking_uri_default": uri == default_tracking_uri(results_root), "parent_run_id": parent,
+                     "command": opts.command, "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
+                     "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats, "environment": environment()}
+            write_state(study_dir, state)
+            write_command(study_dir, opts.command)
+            total = spec.fields.search.num_samples if spec.fields.search else len(trials)
+            print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
+            storage = StorageStopper(exp_dir)
+            with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
+                tuner, to_run = _tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage))
+                if to_run:
+                    try:
+                        tuner.fit()
+                    except Exception:
+                        if storage.trouble() is None:
+                            raise
+            try:
+                check_storage(exp_dir, storage, spec.name, opts.results_flag())
+            except UserError:
+                tracker.close_stale_runs()
+                raise
+            records = load_records(results_root, spec.name)
+            if received or len(records) < total or any(r["status"] == "running" for r in records):
+                # Tune ends fit() early on SIGINT (our SIGTERM handler forwards it) and saves its state
+                closed = tracker.close_stale_runs()
+                name = "SIGTERM" if received else "SIGINT"
+                results_flag = opts.results_flag()
+                again = (resume_command(opts.command) if opts.command
+                         else f"python -m study.run {study_argument(spec)} --resume{results_flag}")
+                print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
+                      f"Resume with: {again}", file=sys.stderr, flush=True)
+                return 128 + (signal.SIGTERM if received else signal.SIGINT)
+        finally:  # Ray's processes wind down while the tables and plots are written
+            stopping = threading.Thread(target=ray.shutdown, name="ray-shutdown")
+            stopping.start()
 
-    print("trials done; exporting tables and plots", flush=True)
-    tracker.reconcile(records)
-    outputs, table = write_exports(spec, records, references, study_dir)
-    tracker.log_study_table(table.rows)
-    state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
-                 wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
-    write_state(study_dir, state)
-    tracker.finish_parent("FINISHED", outputs)
-    print((study_dir / "table.md").read_text(encoding="utf-8"))
-    print(f"wrote {', '.join(_shown(p) for p in outputs)}")
-    print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run {parent})")
-    for line in table_warnings(table.rows):
-        print(f"warning: {line}", file=sys.stderr)
-    if tracker.failures:
-        print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
-              f"above come from the trial store, and python -m study.table {spec.name} rebuilds them",
-              file=sys.stderr)
-    print(f"study {spec.name} done in {_clock(time.time() - start)}")
-    return 0
+        print("trials done; exporting tables and plots", flush=True)
+        tracker.reconcile(records)
+        outputs, table = write_exports(spec, records, references, study_dir)
+        tracker.log_study_table(table.rows)
+        state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+                     wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
+        write_state(study_dir, state)
+        tracker.finish_parent("FINISHED", outputs)
+        print((study_dir / "table.md").read_text(encoding="utf-8"))
+        print(f"wrote {', '.join(_shown(p) for p in outputs)}")
+        print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run {parent})")
+        for line in table_warnings(table.rows):
+            print(f"warning: {line}", file=sys.stderr)
+        if tracker.failures:
+            print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
+                  f"above come from the trial store, and python -m study.table {spec.name} rebuilds them",
+                  file=sys.stderr)
+        print(f"study {spec.name} done in {_clock(time.time() - start)}")
+        return 0
+    finally:
+        if stopping is not None:
+            stopping.join()  # Ray is down when the study returns (a next ray.init must not race it)
 
 
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'
@@ -553,6 +559,26 @@ def _check_cluster_fit(resources: dict, address: str) -> None:
 # study died with "Owner's node has crashed"; on one machine there is no other node to fail over
 # to, so wait for about 5 minutes instead.
 LOCAL_HEALTH_CHECKS = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 10}
+
+
+def _start_services(tracker: StudyTracker, opts: RunOptions) -> None:
+    """Connect to the MLflow store while Ray starts: a new SQLite store's schema migrations and
+    Ray's processes each take seconds, and neither needs the other. Errors come in the order of
+    the two steps: the store's first."""
+    import ray
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-connect") as pool:
+        connecting = pool.submit(tracker.connect)
+        try:
+            _start_ray(opts)
+        except UserError:
+            connecting.result()
+            raise
+    try:
+        connecting.result()
+    except BaseException:
+        ray.shutdown()
+        raise
 
 
 def _start_ray(opts: RunOptions) -> None:
