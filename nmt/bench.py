@@ -20,6 +20,11 @@ Three parts, on random data (speed does not depend on the values):
    GRU models have random weights, and each search ends where a trained GRU's would
    (``ScriptedEnds``), so that sentences leave a batch as unevenly as in real use.
    The only assertion here: both give the same translations.
+4. Targets: each speed target of the project with its ratio measured in this run, met or
+   missed - whole-model training tokens/s of SR-NMT 3L and 4L against LSTM 2L, ATR and
+   FSMN against GRU (at the studies' size, and at H=256 with 8,000 pieces on batches of
+   Multi30k's length), beam-5 decoding against the old search (part 3), and the study
+   platform's fixed cost (``python -m study.bench --fixed-cost`` in its own process).
 
 ``--json`` prints everything as one JSON object instead of tables. Apart from part 3's
 check, nothing here asserts: the numbers are for people (and CI logs) to read.
@@ -503,6 +508,101 @@ def decoding_table(sizes: list[tuple[int, int]], sentences: int, device: torch.d
     return rows
 
 
+# --- part 4: targets ----------------------------------------------------------------
+
+# (what, model, baseline model, the least ratio wanted): training tokens/s of whole models. The
+# SR-NMT paper (Table 1) has SR-NMT 3L at 1.16x its LSTM 2L, the ATR paper (Table 4) ATR at 1.26x
+# GRU, the FSMN paper 1.4-2x; the project's targets are set above them.
+TRAINING_TARGETS = [
+    ("SR-NMT 3L / LSTM 2L", "pair/SR-NMT 3L", "pair/LSTM 2L", 1.3),
+    ("SR-NMT 4L / LSTM 2L", "ablation_srnmt/SR-NMT 4L", "pair/LSTM 2L", 1.0),
+    ("ATR / GRU", "cells/atr", "cells/gru", 1.3),
+    ("FSMN / GRU", "cells/fsmn", "cells/gru", 2.0),
+]
+BEAM_TARGET = 2.0  # beam-5 words/s against the search that kept finished sentences in the batch
+FIXED_COST_TARGET = 0.5  # the study's fixed cost against the 13 s measured before (the same machine type)
+FIXED_COST_BEFORE = 13.0
+
+
+def target_size(text: str) -> dict:
+    """``H:V:BxT`` -> the size of a target's models and batches."""
+    try:
+        hidden, vocab, shape = text.split(":")
+        batch, length = shape.split("x")
+        size = {"hidden": int(hidden), "vocab": int(vocab), "batch": int(batch), "length": int(length)}
+    except ValueError:
+        raise UserError(f"--target-sizes {text}: give hidden size, vocabulary and batch as H:V:BxT, "
+                        f"e.g. 256:8000:128x16") from None
+    if min(size.values()) < 1 or size["vocab"] < 5:  # ids 0-3 are PAD, UNK, BOS, EOS
+        raise UserError(f"--target-sizes {text}: needs every number >= 1 and V >= 5")
+    return size
+
+
+def training_targets(size: dict, device: torch.device, repeats: int) -> list[dict]:
+    """Training tokens/s of the models the targets compare, timed in the same interleaved rounds."""
+    models = study_models(size["hidden"])
+    names = sorted({name for _, a, b, _ in TRAINING_TARGETS for name in (a, b)})
+    steps = {name: prepare_model(models[name], size["batch"], size["length"], size["vocab"], device)["train_step"]
+             for name in names}
+    seconds = interleaved_fastest(steps, repeats)
+    rows = []
+    for what, model, baseline, wanted in TRAINING_TARGETS:
+        ratio = seconds[baseline] / seconds[model]
+        rows.append({"target": f"{what} training tokens/s", **size, "ratio": ratio, "wanted": wanted,
+                     "met": ratio >= wanted,
+                     "tokens_per_s": size["batch"] * size["length"] / seconds[model],
+                     "baseline_tokens_per_s": size["batch"] * size["length"] / seconds[baseline]})
+    return rows
+
+
+def study_fixed_cost(log) -> dict | None:
+    """``python -m study.bench --fixed-cost`` in its own process (``nmt`` never imports the study
+    platform): None where the study package is not installed."""
+    import importlib.util
+    import subprocess
+
+    if importlib.util.find_spec("study") is None or importlib.util.find_spec("study.bench") is None:
+        return None
+    result = subprocess.run([sys.executable, "-m", "study.bench", "--fixed-cost", "--json"], capture_output=True,
+                            text=True, check=False)
+    if result.returncode != 0:
+        log(f"  study fixed cost: not measured, python -m study.bench --fixed-cost failed: "
+            f"{(result.stderr.strip().splitlines() or ['no output'])[-1]}")
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def target_table(sizes: list[dict], decoding: list[dict] | None, fixed_cost: dict | None, device: torch.device,
+                 repeats: int, log) -> list[dict]:
+    """Every speed target with its ratio measured in this run: met or missed."""
+    rows = []
+    for size in sizes:
+        rows += training_targets(size, device, repeats)
+    for row in decoding or []:
+        rows.append({"target": "beam-5 words/s / the search that kept finished sentences",
+                     "hidden": row["hidden"], "vocab": row["vocab"], "ratio": row["speedup"], "wanted": BEAM_TARGET,
+                     "met": row["speedup"] >= BEAM_TARGET})
+    if fixed_cost is not None:
+        ratio = fixed_cost["fixed_seconds"] / FIXED_COST_BEFORE
+        rows.append({"target": f"study fixed cost / {FIXED_COST_BEFORE:.0f} s before", "ratio": ratio,
+                     "wanted": FIXED_COST_TARGET, "met": ratio <= FIXED_COST_TARGET, "seconds": fixed_cost})
+    for row in rows:
+        where = f"H={row['hidden']}, vocabulary {row['vocab']:,}" if "hidden" in row else "this machine"
+        if "batch" in row:
+            where += f", {row['batch']} x {row['length']} tokens"
+        bound = "<=" if row["target"].startswith("study") else ">="
+        log(f"  {row['target']:58s} x{row['ratio']:.2f}  (wanted {bound} {row['wanted']:.1f}: "
+            f"{'met' if row['met'] else 'MISSED'})  {where}")
+    if decoding is None:
+        log("  beam-5 decoding: not measured (--skip decoding)")
+    if fixed_cost is None:
+        log("  study fixed cost: not measured (--skip study, or the study package is not installed)")
+    else:
+        log(f"  study fixed cost {fixed_cost['fixed_seconds']:.1f} s: {fixed_cost['before_trials_seconds']:.1f} s "
+            f"before the trials, {fixed_cost['after_trials_seconds']:.1f} s after (python -m study.bench --fixed-cost)")
+    return rows
+
+
 # --- command line -------------------------------------------------------------------
 
 
@@ -543,8 +643,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "--vocab, and 4x the size with 10x the vocabulary: 64:800 256:8000)")
     parser.add_argument("--decode-sentences", type=int, default=512,
                         help="test-set sentences of the decoding part (default 512)")
-    parser.add_argument("--skip", choices=("cells", "models", "decoding"), action="append", default=[],
-                        help="leave a part out")
+    parser.add_argument("--target-sizes", nargs="+", metavar="H:V:BxT",
+                        help="sizes of the targets' models and batches (default: --model-size, --vocab, --batch x "
+                             "--length, and H=256 with 8,000 pieces on batches of Multi30k's length, 128 sentences "
+                             "of 16 pieces: the 2,000-token batches of the Multi30k studies)")
+    parser.add_argument("--skip", choices=("cells", "models", "decoding", "targets", "study"), action="append",
+                        default=[], help="leave a part out (study: the study's fixed cost, a run of python -m "
+                                         "study.bench --fixed-cost, in the targets part)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                         help="where to measure (default: cuda when present)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -561,6 +666,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"{flag} {' '.join(map(str, values))}: every value must be >= 1")
     decode_sizes = ([decode_size(text) for text in args.decode_sizes] if args.decode_sizes else
                     [(args.model_size, args.vocab), (4 * args.model_size, 10 * args.vocab)])
+    target_sizes = ([target_size(text) for text in args.target_sizes] if args.target_sizes else
+                    [{"hidden": args.model_size, "vocab": args.vocab, "batch": args.batch, "length": args.length},
+                     {"hidden": 256, "vocab": 8000, "batch": 128, "length": 16}])
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device here; use --device cpu")
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
@@ -586,6 +694,13 @@ def main(argv: list[str] | None = None) -> int:
         log(f"decoding: beam 5, {args.decode_sentences} sentences in length-sorted batches, the search vs its "
             f"baseline that kept finished sentences in the batch, {torch.get_num_threads()} thread(s)")
         report["decoding"] = decoding_table(decode_sizes, args.decode_sentences, device, args.repeats, log)
+    if "targets" not in args.skip:
+        if device.type == "cpu":
+            torch.set_num_threads(args.threads[0])
+        log(f"targets: ratios measured in this run, {torch.get_num_threads()} thread(s)")
+        fixed_cost = None if "study" in args.skip else study_fixed_cost(log)
+        report["targets"] = target_table(target_sizes, report.get("decoding"), fixed_cost, device, args.repeats,
+                                         log)
     if args.json:
         print(json.dumps(report, indent=1))
     return 0

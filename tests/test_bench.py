@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from study_helpers import study
 
-from nmt.bench import bench_cells_names, forward_flops_per_token, main, model_config
+from nmt.bench import (BEAM_TARGET, FIXED_COST_BEFORE, TRAINING_TARGETS, bench_cells_names,
+                       forward_flops_per_token, main, model_config, target_table)
 from nmt.cli import run_main
 from nmt.model import build_model
 from study.bench import main as study_bench_main
@@ -15,7 +17,8 @@ from study.bench import main as study_bench_main
 
 def test_cell_and_model_benchmark_reports_ratios_and_peak(capsys):
     code = main(["--hidden", "16", "--threads", "1", "--batch", "4", "--length", "5", "--model-size", "16",
-                 "--vocab", "60", "--beams", "1", "2", "--repeats", "1", "--json"])
+                 "--vocab", "60", "--beams", "1", "2", "--repeats", "1", "--skip", "decoding", "--skip", "targets",
+                 "--json"])
     assert code == 0
     report = json.loads(capsys.readouterr().out)
     assert report["device"] in ("cpu", "cuda") and report["batch"] == 4
@@ -33,6 +36,38 @@ def test_cell_and_model_benchmark_reports_ratios_and_peak(capsys):
         assert row["of_peak"] == pytest.approx(row["gflops"] / row["peak_gflops"])
         assert row["decode_words_per_s_beam1"] > 0 and row["decode_words_per_s_beam2"] > 0
     assert models["ablation_srnmt/SR-NMT 4L"]["layers"] == "4+4"
+
+
+def test_every_speed_target_is_printed_with_its_ratio(capsys):
+    code = main(["--skip", "cells", "--skip", "models", "--skip", "study", "--threads", "1", "--repeats", "1",
+                 "--decode-sizes", "8:40", "--decode-sentences", "12", "--target-sizes", "8:40:3x4", "16:60:2x6"])
+    assert code == 0
+    out = capsys.readouterr().out
+    lines = out[out.index("targets:"):].splitlines()[1:]
+    for what, *_ in TRAINING_TARGETS:
+        assert len([line for line in lines if line.strip().startswith(f"{what} training tokens/s")]) == 2  # both sizes
+    assert len([line for line in lines if line.strip().startswith("beam-5 words/s")]) == 1
+    assert all(("met)" in line) != ("MISSED)" in line) for line in lines if " x" in line)
+    assert "study fixed cost: not measured" in out
+
+
+def test_target_rows_compare_the_measured_ratio_with_the_target():
+    sizes = [{"hidden": 8, "vocab": 40, "batch": 2, "length": 3}]
+    decoding = [{"hidden": 8, "vocab": 40, "speedup": BEAM_TARGET + 0.1},
+                {"hidden": 16, "vocab": 80, "speedup": BEAM_TARGET - 0.1}]
+    fixed = {"fixed_seconds": 0.5 * FIXED_COST_BEFORE + 0.1, "before_trials_seconds": 5.0,
+             "after_trials_seconds": 1.6}
+    lines = []
+    rows = target_table(sizes, decoding, fixed, torch.device("cpu"), 1, lines.append)
+    training = rows[:len(TRAINING_TARGETS)]
+    for row, (what, _, _, wanted) in zip(training, TRAINING_TARGETS):
+        assert row["target"] == f"{what} training tokens/s" and row["wanted"] == wanted
+        assert row["ratio"] == pytest.approx(row["tokens_per_s"] / row["baseline_tokens_per_s"])
+        assert row["met"] == (row["ratio"] >= wanted)
+    beam_met, beam_missed, study_row = rows[len(TRAINING_TARGETS):]
+    assert beam_met["met"] and not beam_missed["met"]
+    assert study_row["ratio"] == pytest.approx(fixed["fixed_seconds"] / FIXED_COST_BEFORE) and not study_row["met"]
+    assert any("study fixed cost 6.6 s: 5.0 s before the trials, 1.6 s after" in line for line in lines)
 
 
 def test_model_flops_count_every_product_once():
@@ -58,6 +93,12 @@ def test_benchmark_bad_values_are_one_line(capsys):
     assert "--hidden 0" in capsys.readouterr().err
     assert run_main(study_bench_main, ["--sequential-threads", "0"]) == 2
     assert "--sequential-threads 0: must be >= 1" in capsys.readouterr().err
+    assert run_main(main, ["--target-sizes", "64:800"]) == 2
+    assert "--target-sizes 64:800: give hidden size, vocabulary and batch as H:V:BxT" in capsys.readouterr().err
+    assert run_main(main, ["--target-sizes", "64:3:8x8"]) == 2
+    assert "V >= 5" in capsys.readouterr().err
+    assert run_main(study_bench_main, ["--fixed-cost", "--repeats", "0"]) == 2
+    assert "--repeats 0: must be >= 1" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -70,3 +111,15 @@ def test_study_level_benchmark_prints_both_wall_times(ray_env):
     assert report["trials"] == 2 and report["concurrent_seconds"] > 0 and report["sequential_seconds"] > 0
     assert report["sequential_threads"] == 1
     assert report["ratio"] == pytest.approx(report["concurrent_seconds"] / report["sequential_seconds"], rel=0.01)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
+def test_study_fixed_cost_is_timed_around_the_trials(ray_env):
+    result = study("--fixed-cost", "--repeats", "1", "--json", env=ray_env, module="study.bench")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["before_trials_seconds"] > 0 and report["after_trials_seconds"] > 0
+    assert report["trials_seconds"] > 0 and len(report["runs"]) == 1
+    assert report["fixed_seconds"] == pytest.approx(report["before_trials_seconds"] + report["after_trials_seconds"],
+                                                     abs=0.002)
