@@ -16,7 +16,7 @@ def test_dry_run_lists_rows_and_estimates_without_training_or_writing(tmp_path, 
             "2 at once") in out
     for label in ("LSTM", "SR-NMT", "FSMN", "minGRU"):
         assert f"\n{label} " in out
-    assert "estimate: at most " in out and "Nothing was trained or written" in out
+    assert "estimate: about " in out and "at their full epoch budget" in out and "Nothing was trained or written" in out
     assert not results.exists()  # no results directory, no MLflow store
 
 
