@@ -47,7 +47,7 @@ from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec
 from study.tables import StudyTable, build_table, export
 from study.tables import warnings as table_warnings
 from study.storage import StorageStopper, check_storage
-from study.tracking import StudyTracker, default_tracking_uri
+from study.tracking import StudyTracker, default_tracking_uri, sqlite_file
 from study.trainable import SAMPLE
 from study.trial_store import FINISHED, TrialStore
 
@@ -562,11 +562,17 @@ LOCAL_HEALTH_CHECKS = {"health_check_timeout_ms": 30_000, "health_check_failure_
 
 
 def _start_services(tracker: StudyTracker, opts: RunOptions) -> None:
-    """Connect to the MLflow store while Ray starts: a new SQLite store's schema migrations and
-    Ray's processes each take seconds, and neither needs the other. Errors come in the order of
-    the two steps: the store's first."""
+    """Connect to the MLflow store, then start Ray; a SQLite store in a writable directory is
+    reached while Ray starts instead, since a new store's schema migrations and Ray's processes
+    each take seconds and neither needs the other. Any other store is reached first, so that one
+    that cannot be reached (a bad --tracking-uri) is refused before Ray starts. Errors come in the
+    order of the two steps: the store's first."""
     import ray
 
+    if not _local_store(tracker.uri):
+        tracker.connect()
+        _start_ray(opts)
+        return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-connect") as pool:
         connecting = pool.submit(tracker.connect)
         try:
@@ -579,6 +585,12 @@ def _start_services(tracker: StudyTracker, opts: RunOptions) -> None:
     except BaseException:
         ray.shutdown()
         raise
+
+
+def _local_store(uri: str) -> bool:
+    """A SQLite store whose directory exists and is writable: reaching it should not fail."""
+    database = sqlite_file(uri)
+    return database is not None and database.parent.is_dir() and os.access(database.parent, os.W_OK)
 
 
 def _start_ray(opts: RunOptions) -> None:

@@ -383,14 +383,22 @@ def _one_line(err: Exception) -> str:
     return text[:300]
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a SQLite store's URI (None for any other store)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):].split("?", 1)[0])
+
+
 @contextlib.contextmanager
 def _store_lock(uri: str):
     """Two studies creating the same new SQLite store at once would race on its schema
     migration; a file lock next to the database serialises that first contact."""
-    if not uri.startswith("sqlite:///"):
+    database = sqlite_file(uri)
+    if database is None:
         yield
         return
-    path = Path(uri[len("sqlite:///"):].split("?", 1)[0] + ".lock")
+    path = database.with_name(database.name + ".lock")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
