@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,8 @@ variants:
 seeds: {trials}
 budget: {{epochs: {epochs}}}
 """
+
+TRIALS_ANNOUNCED = re.compile(r"\d+ trials? \(")  # study.run's line just before Ray Tune starts the trials
 
 FIXED_COST_STUDY = """name: bench_fixed_cost
 description: one trial of one optimizer step, to time what a study costs around its trials
@@ -164,7 +167,7 @@ def _time_around_trials(study_file: Path, results: Path) -> dict:
                                    env=dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1"))
         launched = ended = None
         for line in process.stdout:
-            if launched is None and " trials (" in line:  # "1 trials (grid); tracking ...": Ray Tune starts next
+            if launched is None and TRIALS_ANNOUNCED.match(line):  # "1 trial (grid); tracking ...": Ray Tune next
                 launched = time.perf_counter()
             elif line.startswith("trials done"):
                 ended = time.perf_counter()

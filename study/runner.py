@@ -242,7 +242,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             write_state(study_dir, state)
             write_command(study_dir, opts.command)
             total = spec.fields.search.num_samples if spec.fields.search else len(trials)
-            print(f"{total} trials ({spec.kind}); tracking {uri} (parent run {parent})", flush=True)
+            print(f"{total} trial{'' if total == 1 else 's'} ({spec.kind}); tracking {uri} (parent run {parent})",
+                  flush=True)
             storage = StorageStopper(exp_dir)
             with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
                 tuner, to_run = _tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage))
