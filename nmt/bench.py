@@ -596,7 +596,7 @@ def target_table(sizes: list[dict], decoding: list[dict] | None, fixed_cost: dic
     if decoding is None:
         log("  beam-5 decoding: not measured (--skip decoding)")
     if fixed_cost is None:
-        log("  study fixed cost: not measured (--skip study, or the study package is not installed)")
+        log("  study fixed cost: not measured (--skip study, no study package installed, or its run failed)")
     else:
         log(f"  study fixed cost {fixed_cost['fixed_seconds']:.1f} s: {fixed_cost['before_trials_seconds']:.1f} s "
             f"before the trials, {fixed_cost['after_trials_seconds']:.1f} s after (python -m study.bench --fixed-cost)")
