@@ -158,16 +158,23 @@ def test_linear_scan_is_stable_with_tiny_gates():
         torch.testing.assert_close(out, linear_scan_reference(a, b, torch.zeros(1, 3)))
 
 
+@pytest.mark.parametrize("length", [7, 2])  # longer and shorter than the window of N + 1 = 4
 @pytest.mark.parametrize("kind", ["scalar", "vector"])
-def test_memory_block_equals_eq5_loop_and_step(kind):
+def test_memory_block_equals_eq5_loop_and_step(kind, length):
     torch.manual_seed(1)
     block = MemoryBlock(4, order=3, kind=kind).double()
     nn.init.normal_(block.taps)
-    h = torch.randn(2, 7, 4, dtype=torch.double)
+    h = torch.randn(2, length, 4, dtype=torch.double, requires_grad=True)
+    upstream = torch.randn(2, length, 4, dtype=torch.double)
     full = block(h)
-    torch.testing.assert_close(full, block.reference(h))
+    reference = block.reference(h)
+    torch.testing.assert_close(full, reference)
+    fast_grads = torch.autograd.grad(full, (h, block.taps), upstream)
+    reference_grads = torch.autograd.grad(reference, (h, block.taps), upstream)
+    for fast, slow in zip(fast_grads, reference_grads):
+        torch.testing.assert_close(fast, slow)
     buffer = block.initial_buffer(2, h)
-    for t in range(7):
+    for t in range(length):
         m_t, buffer = block.step(h[:, t], buffer)
         torch.testing.assert_close(m_t, full[:, t])
 

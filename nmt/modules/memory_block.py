@@ -4,15 +4,17 @@ based Encoder-Decoder Model for Machine Translation", eq. 5)::
     scalar:  m_t = f(Σ_{i=0..N} a_i   h_{t-i})       one coefficient per tap
     vector:  m_t = f(Σ_{i=0..N} a_i ⊙ h_{t-i})       one per tap and dimension
 
-with f = ReLU and zero padding for t <= N. A causal depthwise convolution
-over time, so whole sequences are computed at once; ``step`` keeps the last
-N inputs for incremental decoding.
+with f = ReLU and zero padding for t <= N. Whole sequences are computed at
+once, as one product with the banded (Toeplitz) matrix of the taps,
+A[t, u] = a_{t-u} for 0 <= t-u <= N: a matrix product runs several times
+faster forward and backward than the equivalent depthwise convolution on
+CPU, though it also multiplies the zeros outside the band. ``step`` keeps
+the last N inputs for incremental decoding.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -36,9 +38,16 @@ class MemoryBlock(nn.Module):
 
     def forward(self, h: Tensor) -> Tensor:
         """h (B, T, H) -> m (B, T, H); position t sees h_{t-N} .. h_t."""
-        weight = self._filter().flip(1).unsqueeze(1)  # conv1d correlates: oldest input meets a_N
-        padded = F.pad(h.transpose(1, 2), (self.order, 0))
-        return torch.relu(F.conv1d(padded, weight, groups=self.size)).transpose(1, 2)
+        length = h.size(1)
+        steps_back = torch.arange(length, device=h.device)
+        steps_back = steps_back.unsqueeze(1) - steps_back  # [t, u] = t - u
+        # shifts[i, t, u] = 1 where t - u = i: the band's i-th diagonal
+        shifts = (steps_back == torch.arange(self.order + 1, device=h.device).view(-1, 1, 1)).to(h.dtype)
+        if self.taps.dim() == 1:
+            band = torch.einsum("i,itu->tu", self.taps, shifts)
+            return torch.relu(torch.matmul(band, h))
+        band = torch.einsum("ih,itu->htu", self.taps, shifts)  # one band per dimension
+        return torch.relu(torch.einsum("htu,buh->bth", band, h))
 
     def initial_buffer(self, batch: int, like: Tensor) -> Tensor:
         return like.new_zeros(batch, self.order, self.size)
