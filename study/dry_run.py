@@ -80,8 +80,6 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
     if spec.kind == "search":
         total = total / max(1, len(trials)) * trials_total
     wall = total / max(1, concurrency)
-    # not a bound: the steps are timed one trial alone on uniform batches, and trials side by side
-    # on real (mixed-length, padded) batches have taken up to about twice as long per step
     log(f"estimate: about {_clock(wall)} of wall time for {trials_total} trials at their full epoch budget "
         f"({_clock(total)} of trial time), from steps timed one trial alone on batches of the corpus's mean "
         f"length; trials side by side and real batches have run up to about 2x slower, early stopping ends "
