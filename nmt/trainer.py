@@ -53,6 +53,7 @@ from nmt.checkpoint import BEST, STATE, CheckpointError, atomic_save, load_file,
 from nmt.config import Config
 from nmt.data.batching import make_batches
 from nmt.data.pipeline import ParallelData, load_data
+from nmt.durations import clock
 from nmt.errors import ConfigError
 from nmt.evaluate import corpus_bleu, corpus_chrf
 from nmt.fileio import write_json, write_lines
@@ -337,7 +338,7 @@ class Trainer:
             shown = f"{epoch}/{cfg.max_epochs}" if complete else f"{trained:.2f}/{cfg.max_epochs}"
             self.log(f"epoch {shown}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
                      f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if selected else ''}  "
-                     f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {_clock(p.elapsed_seconds)}")
+                     f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
             if cfg.patience and p.epochs_without_improvement >= cfg.patience:
                 p.stop_reason = "early stopping"
             else:
@@ -430,8 +431,3 @@ def _as_tuple(value):
     if isinstance(value, list):
         return tuple(_as_tuple(v) for v in value)
     return value
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s"

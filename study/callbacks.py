@@ -8,6 +8,8 @@ import time
 
 from ray import tune
 
+from nmt.durations import clock
+
 from study.storage import StorageStopper
 from study.tracking import EPOCH_LOGGED, StudyTracker
 from study.trainable import SAMPLE, sampled_params, trial_config, trial_key
@@ -153,11 +155,12 @@ class ProgressCallback(tune.Callback):
         self.last_line = 0.0
         self.best: tuple[float, str] | None = None
         self.finished: dict[str, str] = {}
-        self.durations: list[float] = []
-        self.starts: dict[str, float] = {}
+        # the ETA counts trial time the trials report, not the driver's clock: a resumed study
+        # replays its finished trials in seconds and continues the others from their checkpoints
+        self.trial_costs: list[float] = []  # training seconds of each finished trial
+        self.trained: dict[str, float] = {}  # training seconds so far of each unfinished trial
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self.starts[trial.trial_id] = time.time()
         self._print(trials, force=not self.last_line)  # the first start, then completions and every 30 s
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -168,25 +171,30 @@ class ProgressCallback(tune.Callback):
                 self.best = (value, _trial_key(trial)[1])
         if result.get("final"):
             self.finished[trial.trial_id] = result.get("status", "ok")
+            self.trained.pop(trial.trial_id, None)
+            cost = result.get("elapsed_seconds")
+            if isinstance(cost, (int, float)) and cost > 0:
+                self.trial_costs.append(cost)
             self._print_finished(trial, result)
+        elif isinstance(result.get("elapsed_s"), (int, float)):
+            self.trained[trial.trial_id] = result["elapsed_s"]
         self._print(trials)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.finished.setdefault(trial.trial_id, "stopped")
-        if trial.trial_id in self.starts:
-            self.durations.append(time.time() - self.starts.pop(trial.trial_id))
+        self.trained.pop(trial.trial_id, None)
         self._print(trials, force=True)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         from study.results import error_summary
 
         key, label, seed, _ = _trial_key(trial)
-        print(f"[{_clock(time.time() - self.started)}] trial {label} seed {seed} failed ({error_summary(trial)}); "
+        print(f"[{clock(time.time() - self.started)}] trial {label} seed {seed} failed ({error_summary(trial)}); "
               f"retrying it from its last checkpoint", flush=True)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.finished[trial.trial_id] = "failed"
-        self.starts.pop(trial.trial_id, None)
+        self.trained.pop(trial.trial_id, None)
         self._print(trials, force=True)
 
     def _print_finished(self, trial, result: dict) -> None:
@@ -198,7 +206,7 @@ class ProgressCallback(tune.Callback):
                            if isinstance(result.get(key), (int, float)))
         progress = f"{epochs:g} epoch{'' if epochs == 1 else 's'} (best {best:g})" \
             if isinstance(epochs, (int, float)) and isinstance(best, (int, float)) else ""
-        print(f"[{_clock(time.time() - self.started)}] done: {label} seed {seed}: {result.get('status', 'ok')}, "
+        print(f"[{clock(time.time() - self.started)}] done: {label} seed {seed}: {result.get('status', 'ok')}, "
               f"{', '.join(part for part in (progress, scores) if part)}", flush=True)
 
     def _print(self, trials, force: bool = False) -> None:
@@ -211,17 +219,16 @@ class ProgressCallback(tune.Callback):
         counts = {s: sum(v == s for v in self.finished.values()) for s in ("truncated", "diverged", "failed", "stopped")}
         extra = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         best = f" | best {self.metric} {self.best[0]:.2f} ({self.best[1]})" if self.best else ""
-        print(f"[{_clock(now - self.started)}] trials: {running} running, {done}/{self.total} done"
+        print(f"[{clock(now - self.started)}] trials: {running} running, {done}/{self.total} done"
               f"{' (' + extra + ')' if extra else ''}{best}{self._eta(done)}", flush=True)
 
     def _eta(self, done: int) -> str:
-        if not self.durations or done >= self.total:
+        """Trials not started cost a finished trial's mean training time, a trial under way the
+        rest of that mean; ``concurrency`` of them run at once."""
+        if not self.trial_costs or done >= self.total:
             return ""
-        mean = sum(self.durations) / len(self.durations)
-        remaining = (self.total - done) * mean / self.concurrency
-        return f" | ETA {_clock(remaining)}"
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s"
+        mean = sum(self.trial_costs) / len(self.trial_costs)
+        under_way = [seconds for trial_id, seconds in self.trained.items() if trial_id not in self.finished]
+        not_started = max(self.total - done - len(under_way), 0)
+        remaining = (not_started * mean + sum(max(mean - seconds, 0.0) for seconds in under_way)) / self.concurrency
+        return f" | ETA {clock(remaining)}"

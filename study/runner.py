@@ -33,6 +33,7 @@ from nmt.config import config_from_dict, model_option
 from nmt.typed_config import tree_changes
 from nmt.data.corpus import corpus_languages, discover_corpus, resolve_path
 from nmt.data.pipeline import load_data, resolve_cache_dir
+from nmt.durations import clock
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
 from study import plots
@@ -290,7 +291,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
                   f"above come from the trial store, and python -m study.table {spec.name} rebuilds them",
                   file=sys.stderr)
-        print(f"study {spec.name} done in {_clock(time.time() - start)}")
+        print(f"study {spec.name} done in {clock(time.time() - start)}")
         return 0
     finally:
         if stopping is not None:
@@ -763,9 +764,3 @@ def _clear(results_root: Path, study: str) -> None:
     for target in targets:
         if target.is_dir():
             shutil.rmtree(target)
-
-
-def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s"
-

@@ -1,0 +1,59 @@
+"""The study's progress line: its ETA counts the training time trials report, so a resumed study
+(finished trials replayed in seconds, others continued from checkpoints) estimates what is left."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+from nmt.durations import clock
+from study.callbacks import ProgressCallback
+from study.trainable import TRIAL
+
+
+def _trial(trial_id: str, seed: int, status: str = "RUNNING") -> SimpleNamespace:
+    config = {TRIAL: {"key": f"key{trial_id}", "label": "GRU", "seed": seed, "config": {}}}
+    return SimpleNamespace(trial_id=trial_id, config=config, status=status)
+
+
+def _eta_seconds(line: str) -> int:
+    found = re.search(r"ETA (?:(\d+)h)?(\d+)m(\d\d)s", line)
+    assert found, line
+    hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def test_resumed_study_estimates_from_trial_time_not_from_replay_speed(capsys):
+    progress = ProgressCallback(total=6, metric="valid_bleu", mode="max", concurrency=2, every=0.0)
+    trials = [_trial(str(i), seed=i) for i in range(6)]
+    # a resumed study: two trials that trained 6,000 and 8,000 s are replayed within a second
+    for trial, cost in zip(trials[:2], (6000.0, 8000.0)):
+        progress.on_trial_start(0, trials, trial)
+        progress.on_trial_result(0, trials, trial, {"final": 1, "status": "ok", "valid_bleu": 30.0,
+                                                    "elapsed_seconds": cost, "epochs": 40, "best_epoch": 36})
+        progress.on_trial_complete(0, trials, trial)
+    # two continue from checkpoints after 5,000 and 1,000 s of training; two have not started
+    for trial, trained in zip(trials[2:4], (5000.0, 1000.0)):
+        progress.on_trial_start(0, trials, trial)
+        progress.on_trial_result(0, trials, trial, {"final": 0, "valid_bleu": 20.0, "elapsed_s": trained})
+    lines = capsys.readouterr().out.strip().splitlines()
+    # mean 7,000 s: 2,000 + 6,000 left for the two under way, 7,000 for each of the other two, 2 at a time
+    assert _eta_seconds(lines[-1]) == (2000 + 6000 + 2 * 7000) // 2
+    assert "2/6 done" in lines[-1]
+
+
+def test_a_trial_past_the_mean_adds_nothing_and_no_eta_before_a_finished_trial(capsys):
+    progress = ProgressCallback(total=3, metric="valid_bleu", mode="max", concurrency=1, every=0.0)
+    trials = [_trial(str(i), seed=i) for i in range(3)]
+    progress.on_trial_result(0, trials, trials[0], {"final": 0, "valid_bleu": 1.0, "elapsed_s": 50.0})
+    assert "ETA" not in capsys.readouterr().out
+    progress.on_trial_result(0, trials, trials[1], {"final": 1, "valid_bleu": 2.0, "elapsed_seconds": 40.0})
+    progress.on_trial_result(0, trials, trials[0], {"final": 0, "valid_bleu": 3.0, "elapsed_s": 60.0})
+    assert _eta_seconds(capsys.readouterr().out.strip().splitlines()[-1]) == 40  # the third trial only
+
+
+def test_durations_of_an_hour_and_more_show_hours():
+    assert clock(59.9) == "0m59s"
+    assert clock(7 * 60 + 5) == "7m05s"
+    assert clock(3600 + 7 * 60 + 5) == "1h07m05s"
+    assert clock(36 * 3600) == "36h00m00s"
