@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
 import yaml
 
 from nmt.errors import ConfigError
-from study.spec import ablation_label, builtin_studies, expand, load_study
+from nmt.config import config_from_dict
+from nmt.model import build_model
+from study.spec import SPACES_DIR, ablation_label, builtin_studies, expand, load_study
 
 BUILTIN = ["ablation_srnmt", "atr_gates", "cells", "context_gates", "depth_srnmt", "fsmn", "optuna_atr",
            "pareto_cells"]
@@ -20,6 +23,32 @@ def test_all_builtin_studies_load_and_describe_a_paper_table():
         spec = load_study(name)
         assert spec.name == name and spec.fields.description
         assert expand(spec), name
+
+
+MULTI30K_STUDIES = sorted(SPACES_DIR.glob("multi30k/*.yaml"))
+
+
+@pytest.mark.parametrize("path", MULTI30K_STUDIES, ids=lambda p: p.stem)
+def test_every_multi30k_study_builds_each_row_and_names_its_paper_settings(path):
+    # the converged reference studies run for hours: a row that cannot build its model must fail here, not there
+    text = path.read_text(encoding="utf-8")
+    shared = re.search(r"# Settings as in (\S+\.yaml)", text)  # a study that shares another's settings names it
+    assert ("# Paper settings kept:" in text and "# Deviations" in text) or (shared and (path.parent / shared[1]).is_file())
+    spec = load_study(str(path))
+    assert spec.name == path.stem and spec.fields.seeds == 3 and spec.fields.budget.patience > 0
+    rows = {}
+    for trial in expand(spec):
+        rows.setdefault(trial.label, trial.config)
+    for label, tree in rows.items():
+        cfg = config_from_dict(tree, source=f"{path.name}: {label}")
+        assert cfg.model.hidden >= 128, label
+        build_model(cfg.model, src_vocab=50, tgt_vocab=60)
+
+
+def test_multi30k_studies_cover_every_paper_study():
+    assert {p.stem for p in MULTI30K_STUDIES} >= {f"{name}_m30k" for name in
+                                                  ("ablation_srnmt", "atr_gates", "cells", "context_gates",
+                                                   "depth_srnmt", "fsmn")}
 
 
 def test_ablation_expands_every_subset_in_paper_order():
