@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -14,6 +16,7 @@ from study.stored import STATE_FILE, is_smoke_run
 # where results are looked for when no --results is given: a user's runs, their smoke checks,
 # the committed reference results
 DEFAULT_PLACES = (Path("results"), Path("results") / "smoke", Path("results") / "reference")
+REFERENCE_FOLDER = "multi30k"  # search_spaces/multi30k/: the study files of the converged reference runs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,20 +28,26 @@ def main(argv: list[str] | None = None) -> int:
                         help="look for results in DIR (repeatable; default: results, results/smoke, "
                              "results/reference)")
     args = parser.parse_args(argv)
-    from study.spec import builtin_studies, count_trials, load_study
+    from study.spec import SPACES_DIR, builtin_studies, count_trials, load_study
 
     places = args.results or list(DEFAULT_PLACES)
+    studies = [(name, name) for name in builtin_studies()]
+    # the converged reference studies ship as files run by path; listed by it, after the built-ins
+    studies += [(f"{REFERENCE_FOLDER}/{path.stem}", str(path))
+                for path in sorted((SPACES_DIR / REFERENCE_FOLDER).glob("*.yaml"))]
     lines = [("study", "kind", "trials", "budget per trial", "results", "description")]
-    for name in builtin_studies():
-        spec = load_study(name)
-        found = [f"{state} in {place}" for place in places if (state := results_state(place, name))]
-        lines.append((name, spec.kind, f"{count_trials(spec)} ({shape(spec)})", budget(spec),
+    for shown, argument in studies:
+        spec = load_study(argument)
+        found = [f"{state} in {place}" for place in places if (state := results_state(place, spec.name))]
+        lines.append((shown, spec.kind, f"{count_trials(spec)} ({shape(spec)})", budget(spec),
                       "; ".join(found) or "none", spec.fields.description))
     widths = [max(len(line[i]) for line in lines) for i in range(5)]
     for line in lines:
         print("  ".join(f"{cell:<{width}}" for cell, width in zip(line, widths)) + "  " + line[5])
-    print("\nrun one with: python -m study.run NAME  (--dry-run estimates its time first; --smoke is a "
-          "2-minute check)\nrebuild a table with: python -m study.table NAME [--results DIR]")
+    print(f"\nrun one with: python -m study.run NAME  (--dry-run estimates its time first; --smoke is a "
+          f"2-minute check)\n{REFERENCE_FOLDER}/NAME: the converged reference runs on Multi30k, from the repository "
+          f"root: python -m study.run search_spaces/{REFERENCE_FOLDER}/NAME.yaml --results results/reference "
+          f"(hours each; --resume continues one)\nrebuild a table with: python -m study.table NAME [--results DIR]")
     return 0
 
 
@@ -63,8 +72,9 @@ def budget(spec) -> str:
 
 
 def results_state(place: Path, name: str) -> str | None:
-    """"finished (24 trials)", "running (3/36 trials)", "smoke check" or None: what ``place``
-    holds of the study, read from its state file and trial records without loading anything."""
+    """"finished (24 trials)", "running (3/36 trials done)", "stopped (3/36 trials done)", "smoke
+    check" or None: what ``place`` holds of the study, read from its state file, trial records and
+    lock file without loading or locking anything."""
     study_dir = place / name
     path = study_dir / STATE_FILE
     if not path.is_file():
@@ -83,11 +93,31 @@ def results_state(place: Path, name: str) -> str | None:
     from study.spec import count_trials, spec_from_dict
 
     done = sum(1 for path in (experiment_dir(place, name) / "finished").glob("*/metrics.json"))
+    activity = "running" if driver_alive(place, name) else "stopped"
     try:
         total = count_trials(spec_from_dict(state["spec"], source=str(study_dir / "study.json")))
     except Exception:  # a state file of an older version: the count of finished trials still helps
-        return f"running ({done} trials done)"
-    return f"running ({done}/{total} trials)"
+        return f"{activity} ({done} trials done)"
+    return f"{activity} ({done}/{total} trials done)"
+
+
+def driver_alive(place: Path, name: str) -> bool:
+    """Whether the driver named in the study's lock file is a live process of this machine. The
+    lock file is only read: taking the lock, even for a moment, could refuse a driver starting."""
+    try:
+        holder = json.loads((place / f".{name}.lock").read_text(encoding="utf-8"))
+        pid = int(holder["pid"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return False
+    if holder.get("host") not in (None, socket.gethostname()):
+        return True  # a driver on another machine of a shared file system: its word is all there is
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 if __name__ == "__main__":
