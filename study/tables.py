@@ -297,7 +297,7 @@ def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             "Model": row["label"],
             "BLEU": bleu,
             "± std": "-" if no_bleu else _fmt(row["bleu_std"]),
-            "Δ": "0" if is_reference else ("-" if no_bleu or not reference else _fmt(row["delta"], signed=True)),
+            "Δ": "-" if no_bleu or not reference else "0" if is_reference else _fmt(row["delta"], signed=True),
             "95% CI": "-" if row["n"] < 2 else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
             "Δ CI (bootstrap)": "-" if is_reference or math.isnan(row["delta_ci_low"]) else
             f"[{_fmt(row['delta_ci_low'], signed=True)}, {_fmt(row['delta_ci_high'], signed=True)}]",
@@ -309,7 +309,7 @@ def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             "valid BLEU": _fmt(row["valid_bleu"]),
             "chrF": _fmt(row["chrf"]),
             "params": _count(row["params"]),
-            "WM": "-" if row["weight_matrices"] is None else str(row["weight_matrices"]),
+            "WM": _fmt(row["weight_matrices"], 0),  # NaN, not None, in a column with rows that have no trials
             "train tok/s": _fmt(row["train_tokens_per_s"], 0),
             "decode w/s": _fmt(row["decode_words_per_s"], 0),
             "status": row["status"],

@@ -41,6 +41,19 @@ def test_a_row_whose_seeds_all_diverged_says_so():
     assert cells[1] == "diverged" and cells[3] == "-"  # BLEU column, no delta
 
 
+def test_a_half_finished_study_shows_dashes_where_rows_have_no_trials_yet():
+    # study.table on a study stopped between sessions: the reference row and another have no trials yet
+    records = [record("tanh", 0, 1, "ok", 30.0), record("tanh", 0, 2, "running")]
+    table = build_table(records, "t", "GRU", None, row_order=["tanh", "GRU", "GRU + CG"])
+    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
+             for line in table.markdown().splitlines() if line.startswith("| ") and "Model" not in line}
+    header = [cell.strip() for cell in table.markdown().splitlines()[2].strip("|").split("|")]
+    wm, delta = header.index("WM"), header.index("Δ")
+    assert shown["tanh"][wm] == "6" and shown["GRU"][wm] == "-" and shown["GRU + CG"][wm] == "-"
+    assert shown["GRU"][1] == "no trials" and shown["GRU"][delta] == "-"  # no "0" for a reference not yet trained
+    assert "nan" not in table.markdown()
+
+
 def test_t_critical_values():
     assert t95(1) == 12.706 and t95(4) == 2.776 and t95(22) == 2.086 and t95(100) == 1.96
     assert math.isnan(t95(0))
