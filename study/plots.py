@@ -98,8 +98,9 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
     for bar, row in zip(bars, records):
         if row["n"] == 0:
             bar.set_color("#bbbbbb")
-            ax.annotate(row["status"].split(" (")[0], (bar.get_x() + bar.get_width() / 2, 0.5), ha="center",
-                        rotation=90, va="bottom", fontsize=8)
+            why = row["status"].split(" (")[0] + (" (reference)" if row["label"] == reference else "")
+            ax.annotate(why, (bar.get_x() + bar.get_width() / 2, 0.5), ha="center", rotation=90, va="bottom",
+                        fontsize=8)
         elif row.get("truncated"):
             bar.set_hatch("//")
             bar.set_facecolor("#9fb3d6")
@@ -113,7 +114,8 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
             ax.scatter([index + o for o in offsets], list(seeds), s=10, color="black", zorder=3,
                        label="one seed" if index == 0 else None)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0.0)  # outside: no bar hidden
-    if reference is not None and reference in set(rows["label"]):
+    scored_labels = {row["label"] for row in records if row["n"] > 0}
+    if reference is not None and reference in scored_labels:  # on its bar; a row without one says it above
         ax.annotate("reference", (list(rows["label"]).index(reference), 0), xytext=(0, 2), textcoords="offset points",
                     ha="center", va="bottom", fontsize=6, color="white")
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)

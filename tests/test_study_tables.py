@@ -210,3 +210,24 @@ def test_scatter_labels_neither_collide_nor_leave_the_frame():
     assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     plt.close(fig)
+
+
+def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monkeypatch):
+    from study import plots
+
+    shown = {}
+
+    def keep_texts(plt, fig, path, notes):
+        shown["texts"] = [text.get_text() for ax in fig.axes for text in ax.texts]
+        plt.close(fig)
+        return [path]
+
+    monkeypatch.setattr(plots, "_save", keep_texts)
+    records = [record("tanh", 0, 1, "ok", 30.0), record("tanh", 0, 2, "ok", 31.0)]
+    rows = build_table(records, "t", "GRU", None, row_order=["tanh", "GRU"]).rows
+    plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="GRU")
+    # the white "reference" marker belongs on a bar; without one it would be written over the grey label
+    assert shown["texts"] == ["no trials (reference)"]
+    rows = build_table(records, "t", "tanh", None, row_order=["tanh", "GRU"]).rows
+    plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="tanh")
+    assert sorted(shown["texts"]) == ["no trials", "reference"]
