@@ -53,16 +53,21 @@ def trial_seconds(timing: dict) -> tuple[float, float]:
     return epoch, timing["epochs"] * epoch + timing["test_pairs"] * timing["beam_s"]
 
 
-def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: int, log=print) -> int:
-    trials = expand(spec)
+def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: int, log=print,
+            reused: frozenset[str] = frozenset()) -> int:
+    """``reused``: keys of trials that --reuse-from would copy; they are left out of the estimate."""
+    every = expand(spec)
+    trials = [t for t in every if t.key not in reused]
     rows: dict[str, list] = {}
     for trial in trials:
         rows.setdefault(trial.label, []).append(trial)
+    row_count = len({t.label for t in every})
     budget = spec.fields.budget
     parts = [f"{name} {value:g}" for name, value in (("epochs", budget.epochs), ("steps", budget.steps),
                                                      ("tokens", budget.tokens), ("patience", budget.patience),
                                                      ("minutes (cap)", budget.minutes)) if value is not None]
-    log(f"{spec.kind} study: {len(rows)} rows x {spec.fields.seeds} seed(s) = {len(trials)} trials; "
+    copied = f" ({len(every) - len(trials)} copied by --reuse-from, {len(trials)} to train)" if reused else ""
+    log(f"{spec.kind} study: {row_count} rows x {spec.fields.seeds} seed(s) = {len(every)} trials{copied}; "
         f"budget per trial: {', '.join(parts) or 'the base config'}; {concurrency} at once, "
         f"{cpus_per_trial:g} CPU each")
     if spec.kind == "search":

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="continue a finished or interrupted study that gained rows, seeds (e.g. --seeds 5) or "
                              "search samples: its finished trials are kept, only the new ones train")
     parser.add_argument("--fresh", action="store_true", help="delete the study's previous results and start over")
+    parser.add_argument("--reuse-from", action="append", default=[], metavar="STUDY",
+                        help="before training, copy the finished trials of STUDY (run in the same --results "
+                             "directory) that are trials of this study - the same config, seed and data - so they "
+                             "are not trained twice; repeatable")
     parser.add_argument("--dry-run", action="store_true",
                         help="show the rows, trials, budget per trial and an estimate of the total time (from a few "
                              "timed training steps of each row's model on this machine); train and write nothing")
@@ -87,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                          address=args.address,
                          num_cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,
                          tracking_uri=args.tracking_uri, data_dir=args.data_dir, langs=args.langs,
-                         verbose=args.verbose, command=command)
+                         verbose=args.verbose, command=command, reuse_from=tuple(args.reuse_from))
     if args.dry_run:
         return dry_run_study(spec, options)
     return run_study(spec, options)

@@ -42,6 +42,7 @@ from study.provenance import environment
 from study.report import write_html_report
 from study.stored import STATE_FILE, is_smoke_run, table_layout
 from study.results import experiment_dir, load_records, load_saved_records, save_records
+from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
 from study.migration import adopt_stored_trials
 from study.labels import axis_name, display_value
 from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict, study_axes, varied_keys
@@ -69,6 +70,7 @@ class RunOptions:
     langs: str | None = None
     verbose: bool = False
     command: str = ""
+    reuse_from: tuple[str, ...] = ()  # studies whose finished trials this study shares (study.reuse)
 
     def results_flag(self) -> str:
         """" --results DIR" when it is not the default, for the commands the driver suggests."""
@@ -205,6 +207,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                             f"resume with the same file and options, --extend if it only gained rows or seeds (the "
                             f"finished trials are kept), or start it over with --fresh (or copy the file under a new "
                             f"name to keep both)")
+    sources = reuse_sources(spec, list(opts.reuse_from), results_root)
     uri = tracking_uri(opts, state, results_root)
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts",
                            description=spec.fields.description, varied=study_axes(spec),
@@ -227,6 +230,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             trials = finalize_trials(spec, opts, exp_dir)
             if opts.extend and spec.fields.search is None:
                 check_extension(spec, trials, exp_dir)
+            if sources:
+                reuse_finished_trials(TrialStore(exp_dir), trials, sources, log=lambda line: print(line, flush=True))
             write_lines(study_dir / "test.ref", references)
             closed = tracker.close_stale_runs()
             if closed:
@@ -510,11 +515,13 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     from study.dry_run import dry_run
 
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
+    sources = reuse_sources(spec, list(opts.reuse_from), opts.results.resolve())
     _, stats = prepare_data(spec, opts)
     resources = trial_resources(spec, opts)
     cpus = opts.num_cpus or os.cpu_count() or 1
     concurrency = opts.max_concurrent or max(1, int(cpus // resources["cpu"]))
-    return dry_run(spec, stats, resources["cpu"], concurrency, log=lambda line: print(line, flush=True))
+    return dry_run(spec, stats, resources["cpu"], concurrency, log=lambda line: print(line, flush=True),
+                   reused=reusable_keys(expand(spec), sources))
 
 
 def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:

@@ -25,3 +25,24 @@ def test_trial_time_is_the_epoch_budget_of_training_and_validation_plus_the_test
               "test_pairs": 100, "beam_s": 0.1}
     epoch, trial = trial_seconds(timing)
     assert epoch == 100 * 0.5 + 200 * 0.01 and trial == 10 * epoch + 100 * 0.1
+
+
+def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir, capsys):
+    from study.spec import expand
+    from study.trial_store import TrialStore
+
+    results = tmp_path / "results"
+    spec = load_study("cells", smoke_run=True)
+    gru = next(t for t in expand(spec) if t.label == "GRU")
+    other = TrialStore(results / "ray" / "units")  # a study that finished the same GRU trial
+    other.start(gru.key, {"key": gru.key, "label": "GRU"})
+    (other.run_dir(gru.key) / "checkpoint").mkdir(parents=True)
+    other.finish(gru.key, {"test_bleu": 1.0})
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert main(["cells", "--smoke", "--dry-run", "--reuse-from", "units", "--results", str(results),
+                 "--cpus", "2"]) == 0
+    out = capsys.readouterr().out
+    units = len(spec.fields.grid["model.cell"])
+    assert f"= {units} trials (1 copied by --reuse-from, {units - 1} to train);" in out
+    assert "\nGRU " not in out and "\nLSTM " in out and f"for {units - 1} trials at their full epoch budget" in out
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing copied or written
