@@ -134,8 +134,9 @@ def corpus_in(data_dir: Path, langs: str | None) -> dict:
     return {"preset": None, **discover_corpus(data_dir, src, tgt)}
 
 
-def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Trial]:
-    """Expanded trials with per-trial threads and device set from the resources."""
+def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[list[Trial], dict[str, str]]:
+    """Expanded trials with per-trial threads and device set from the resources, and the stored
+    trials moved to new keys ({old: new}, study.migration)."""
     resources = trial_resources(spec, opts)
     trials = expand(spec)
     for trial in trials:
@@ -143,8 +144,8 @@ def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> list[Tr
         trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
         trial.storage = str(exp_dir)
     (exp_dir / FINISHED).mkdir(parents=True, exist_ok=True)
-    adopt_stored_trials(TrialStore(exp_dir), trials, log=lambda line: print(line, flush=True))
-    return trials
+    moved = adopt_stored_trials(TrialStore(exp_dir), trials, log=lambda line: print(line, flush=True))
+    return trials, moved
 
 
 # ---------------------------------------------------------------------------
@@ -204,9 +205,9 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             check_extension_changes(spec, state, changes)
         elif changes:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
-                            f"resume with the same file and options, --extend if it only gained rows or seeds (the "
-                            f"finished trials are kept), or start it over with --fresh (or copy the file under a new "
-                            f"name to keep both)")
+                            f"resume with the same file and options, --extend if it only gained rows, seeds or a "
+                            f"larger budget (the finished trials are kept or continued), or start it over with --fresh "
+                            f"(or copy the file under a new name to keep both)")
     sources = reuse_sources(spec, list(opts.reuse_from), results_root)
     uri = tracking_uri(opts, state, results_root)
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts",
@@ -227,7 +228,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             if replace:
                 _clear(results_root, spec.name)
                 state = None
-            trials = finalize_trials(spec, opts, exp_dir)
+            trials, moved = finalize_trials(spec, opts, exp_dir)
             if opts.extend and spec.fields.search is None:
                 check_extension(spec, trials, exp_dir)
             if sources:
@@ -239,6 +240,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
                                                              "trials": len(trials), "command": opts.command},
                                           parent_id=_stored_parent(opts, state, uri))
+            tracker.supersede_children(moved)
             state = {"study": spec.name, "status": "running", "request": spec.tree,
                      "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
                      "fingerprint": spec.fingerprint, "tracking_uri": uri,
@@ -310,13 +312,16 @@ EXTENSIBLE = {"grid": ("grid", "variants", "ablate", "seeds", "table.", "descrip
 
 
 def check_extension_changes(spec: StudySpec, state: dict, changes: list[str]) -> None:
-    """--extend accepts new rows, seeds or samples; a change of how trials run (scheduler, metric,
-    resources, budget, a search's space) would make old and new rows incomparable."""
+    """--extend accepts new rows, seeds or samples, and a grid study's larger counted budget
+    (study.longer_budget); a change of how trials run (scheduler, metric, resources, a smaller
+    budget, patience, a search's space) would make old and new rows incomparable."""
     search = spec.fields.search is not None
     allowed = EXTENSIBLE["search" if search else "grid"]
+    if not search:
+        allowed += tuple(f"budget.{name}:" for name in RAISABLE_BUDGETS if _budget_grew(state, spec, name))
     other = [change for change in changes if not change.startswith(allowed)]
     if other:
-        what = "samples to a search (search.num_samples)" if search else "rows or seeds"
+        what = "samples to a search (search.num_samples)" if search else "rows, seeds or a larger budget"
         raise UserError(f"study {spec.name}: --extend adds {what}, but the study changed otherwise "
                         f"({'; '.join(other[:3])}); undo that, or start over with --fresh (or copy the file under a "
                         f"new name to keep both)")
@@ -325,6 +330,16 @@ def check_extension_changes(spec: StudySpec, state: dict, changes: list[str]) ->
         if spec.fields.search.num_samples < stored:
             raise UserError(f"study {spec.name}: --extend cannot drop samples (search.num_samples {stored} -> "
                             f"{spec.fields.search.num_samples}); raise it, or start over with --fresh")
+
+
+RAISABLE_BUDGETS = ("epochs", "steps", "tokens")  # the study keys of study.longer_budget.RAISABLE
+
+
+def _budget_grew(state: dict, spec: StudySpec, name: str) -> bool:
+    """Whether --extend raises budget.NAME: a larger number, or a limit dropped (None)."""
+    before = ((state.get("spec") or {}).get("budget") or {}).get(name)
+    after = getattr(spec.fields.budget, name)
+    return before is not None and (after is None or after > before)
 
 
 def resume_command(command: str) -> str:

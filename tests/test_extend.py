@@ -40,7 +40,7 @@ def test_a_study_grows_from_a_smoke_check_to_more_rows_and_seeds(tmp_path, ray_e
 
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1))
     refused = study(str(path), *run, "--resume", env=ray_env)
-    assert refused.returncode == 2 and "--extend if it only gained rows or seeds" in refused.stderr
+    assert refused.returncode == 2 and "--extend if it only gained rows, seeds or a larger budget" in refused.stderr
 
     grown = study(str(path), *run, "--extend", "--seeds", "2", env=ray_env)
     assert grown.returncode == 0, grown.stdout[-3000:] + grown.stderr[-3000:]
@@ -51,10 +51,10 @@ def test_a_study_grows_from_a_smoke_check_to_more_rows_and_seeds(tmp_path, ray_e
     assert [r["label"] for r in table_rows(results, "grow")] == ["gru", "atr"]
     assert {r["seeds"] for r in table_rows(results, "grow")} == {"2"}
 
-    # a changed budget would make old and new rows incomparable: refused, naming the change
+    # another patience would make old and new rows incomparable: refused, naming the change
     budget = study(str(path), *run, "--extend", "--seeds", "2", "--set", "budget.patience=1", env=ray_env)
-    assert budget.returncode == 2 and "--extend adds rows or seeds, but the study changed otherwise (budget.patience:" \
-        in budget.stderr
+    assert budget.returncode == 2
+    assert "--extend adds rows, seeds or a larger budget, but the study changed otherwise (budget.patience:" in budget.stderr
     # a changed base config changes every trial: that is a new study, not an extension
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1).replace("hidden: 16", "hidden: 24"))
     changed = study(str(path), *run, "--extend", "--seeds", "2", env=ray_env)

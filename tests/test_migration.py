@@ -42,11 +42,11 @@ def test_trials_of_the_old_key_scheme_move_to_their_new_keys(tmp_path):
     changed["model"]["hidden"] += 2  # another model: never adopted
     store_old_trial(store, "cccccccccccc", trials[2], changed, finished=True)
     logged = []
-    assert adopt_stored_trials(store, trials, log=logged.append) == 2
+    assert len(adopt_stored_trials(store, trials, log=logged.append)) == 2
     assert store.finished_metrics(trials[0].key)["test_bleu"] == 12.5
     assert store.identity(trials[0].key)["key"] == trials[0].key
     assert store.identity(trials[1].key) is not None and store.finished_metrics(trials[1].key) is None
     assert set(store.keys()) == {trials[0].key, trials[1].key, "cccccccccccc"}
     assert store.finished_metrics("cccccccccccc") is not None  # left where it was
     assert logged == ["adopted 2 trial(s) stored by an older version of the tool under their new keys"]
-    assert adopt_stored_trials(store, trials) == 0  # nothing left to move
+    assert adopt_stored_trials(store, trials) == {}  # nothing left to move

@@ -1,0 +1,117 @@
+"""--extend with a larger budget: trials the old budget stopped continue from their final
+checkpoints to the result a trial with the larger budget from the start gets; the others stay."""
+
+from __future__ import annotations
+
+import pytest
+from study_helpers import grid_study, mlflow_runs, study, table_rows
+
+from study.longer_budget import budget_raised, continue_under_new_budget, without_budget
+from study.spec import expand, load_study
+from study.trial_store import TrialStore
+
+TWO_UNITS = "  - {label: GRU, set: {}}\n  - {label: tanh, set: {model.cell: rnn}}"
+
+
+def _metrics(results, name):
+    store = TrialStore(results / "ray" / name)
+    return {store.identity(key)["label"]: store.finished_metrics(key) for key in store.keys()}
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
+def test_a_raised_epoch_budget_continues_capped_trials_to_the_result_of_a_longer_run(tmp_path, ray_env):
+    path = tmp_path / "grow.yaml"
+    path.write_text(grid_study("grow", TWO_UNITS, epochs=1))
+    results, longer = tmp_path / "results", tmp_path / "longer"
+    first = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    extended = study(str(path), "--extend", "--set", "budget.epochs=2", "--cpus", "2", "--results", str(results),
+                     env=ray_env)
+    assert extended.returncode == 0, extended.stdout[-3000:] + extended.stderr[-3000:]
+    assert "larger budget: 2 stored trial(s) continue - 2 reopened from their final checkpoints" in extended.stdout
+    fresh = study(str(path), "--set", "budget.epochs=2", "--cpus", "2", "--results", str(longer), env=ray_env)
+    assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
+
+    continued, from_start = _metrics(results, "grow"), _metrics(longer, "grow")
+    for label in ("GRU", "tanh"):
+        assert continued[label]["epochs"] == 2 and continued[label]["resumes"] == 1
+        for key in ("valid_bleu", "valid_ppl", "test_bleu", "test_chrf", "best_epoch", "steps", "train_tokens"):
+            assert continued[label][key] == from_start[label][key], (label, key)
+    assert [r["epochs_max"] for r in table_rows(results, "grow")] == ["2.0", "2.0"]
+    store = TrialStore(results / "ray" / "grow")
+    assert len(store.keys()) == 2 and not list((results / "ray" / "grow" / "finished").glob("*.reopened"))
+    assert all(store.identity(key)["config"]["train"]["max_epochs"] == 2 for key in store.keys())
+    # MLflow: one live run per trial, under its new key, with both epochs; the 1-epoch runs are retired
+    client, _, children = mlflow_runs(results, "grow")
+    assert sorted(c.data.tags["trial_key"] for c in children) == sorted(store.keys())
+    assert all(c.data.params["train.max_epochs"] == "2" for c in children)
+    assert all(len(client.get_metric_history(c.info.run_id, "valid_bleu")) == 2 for c in children)
+    from mlflow.entities import ViewType
+
+    retired = client.search_runs([children[0].info.experiment_id], "tags.superseded_by != ''",
+                                 run_view_type=ViewType.DELETED_ONLY)
+    assert sorted(r.data.tags["superseded_by"] for r in retired) == sorted(store.keys())
+
+
+def _finished_trial(store: TrialStore, trial, stop_reason: str, checkpoint: bool = True) -> None:
+    store.start(trial.key, {"key": trial.key, "label": trial.label, "row": trial.row, "seed": trial.seed,
+                            "config": trial.config})
+    run = store.run_dir(trial.key) / "checkpoint"
+    run.mkdir(parents=True)
+    if checkpoint:
+        (run / "state.pt").write_bytes(b"state after the last epoch")
+        (run / "best.pt").write_bytes(b"best")
+    (store.run_dir(trial.key) / "test.hyp").write_text("a hyp\n")
+    store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0})
+
+
+@pytest.mark.parametrize("stop_reason, checkpoint, outcome", [
+    ("early stopping", True, "kept"), ("max epochs", True, "reopened"), ("max epochs", False, "restarted")])
+def test_each_stored_trial_continues_as_its_stop_reason_says(tmp_path, stop_reason, checkpoint, outcome):
+    old = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))[0]
+    new = expand(load_study("cells", ["seeds=1", "budget.epochs=5"]))[0]
+    assert old.key != new.key and without_budget(old.config) == without_budget(new.config)
+    store = TrialStore(tmp_path)
+    _finished_trial(store, old, stop_reason, checkpoint)
+    assert continue_under_new_budget(store, old.key, new) == outcome
+    assert not store.trial_dir(old.key).exists() and not store.finished_dir(old.key).exists()
+    assert store.identity(new.key)["config"]["train"]["max_epochs"] == 5
+    if outcome == "kept":
+        assert store.finished_metrics(new.key)["stop_reason"] == "early stopping"
+        return
+    assert store.finished_metrics(new.key) is None and not store.finished_dir(new.key).exists()
+    if outcome == "reopened":  # the trial resumes from the state after its last epoch
+        assert store.resume_point(new.key) is not None
+        assert (store.resume_point(new.key) / "state.pt").read_bytes() == b"state after the last epoch"
+        assert not (store.resume_point(new.key) / "metrics.json").exists()
+    else:
+        assert store.resume_point(new.key) is None
+
+
+def test_only_larger_counted_budgets_let_a_trial_continue():
+    config = {"model": {}, "train": {"max_epochs": 10, "max_steps": None, "max_tokens": None, "patience": 3}}
+
+    def train(**changes):
+        return {"model": {}, "train": {**config["train"], **changes}}
+
+    assert budget_raised(config, train(max_epochs=20))
+    assert budget_raised(config, train(max_steps=None, max_tokens=None, max_epochs=11))
+    assert not budget_raised(config, config)  # nothing grew
+    assert not budget_raised(config, train(max_epochs=5))
+    assert not budget_raised(train(max_steps=100), train(max_steps=50, max_epochs=20))  # one shrank
+    assert budget_raised(train(max_steps=100), train(max_steps=None))  # a limit dropped
+    assert without_budget(config) != without_budget(train(patience=4))  # patience is not a cap: no continuing
+
+
+def test_extend_refuses_a_smaller_budget():
+    from nmt.errors import UserError
+    from study.runner import check_extension_changes
+
+    spec = load_study("cells", ["budget.epochs=5"])
+    state = {"spec": {"budget": {"epochs": 12}}}
+    with pytest.raises(UserError, match="budget.epochs: 12 -> 5"):
+        check_extension_changes(spec, state, ["budget.epochs: 12 -> 5"])
+    check_extension_changes(load_study("cells", ["budget.epochs=20"]), state, ["budget.epochs: 12 -> 20"])
+    with pytest.raises(UserError, match="budget.patience"):
+        check_extension_changes(spec, state, ["budget.patience: 0 -> 3"])
