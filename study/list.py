@@ -92,7 +92,9 @@ def results_state(place: Path, name: str) -> str | None:
     from study.results import experiment_dir
     from study.spec import count_trials, spec_from_dict
 
-    done = sum(1 for path in (experiment_dir(place, name) / "finished").glob("*/metrics.json"))
+    # finished/<key>/ only: staged copies (<key>.partial) hold a metrics.json before they are complete
+    done = sum(1 for path in (experiment_dir(place, name) / "finished").glob("*/metrics.json")
+               if "." not in path.parent.name)
     activity = "running" if driver_alive(place, name) else "stopped"
     try:
         total = count_trials(spec_from_dict(state["spec"], source=str(study_dir / "study.json")))
@@ -108,6 +110,8 @@ def driver_alive(place: Path, name: str) -> bool:
         holder = json.loads((place / f".{name}.lock").read_text(encoding="utf-8"))
         pid = int(holder["pid"])
     except (OSError, ValueError, TypeError, KeyError):
+        return False
+    if pid <= 0:  # os.kill would signal a process group, not a driver
         return False
     if holder.get("host") not in (None, socket.gethostname()):
         return True  # a driver on another machine of a shared file system: its word is all there is

@@ -1,23 +1,28 @@
-"""A study given a larger budget (``--extend`` after raising ``budget.epochs``, ``steps`` or
-``tokens``): its trials continue instead of training again.
+"""A study given more epochs (``--extend`` after raising ``budget.epochs``): its trials continue
+instead of training again.
 
 A trial's key hashes its config, budget included, so a raised budget gives every trial a new
-key. A stored trial whose config differs from one of the study's trials only in a raised
-budget (same row, seed and everything else) is moved to that trial's key, and then:
+key. A stored trial whose config differs from one of the study's trials only in a larger
+``train.max_epochs`` (same label, seed and everything else) moves to that trial's key, and:
 
 - finished within its old budget (early stopping, divergence): kept as it is. Training is
-  deterministic and the larger budget changes nothing before the old one ran out, so the
-  trial would stop at the same epoch with the same result.
-- finished because the old budget ran out: opened again. Its final checkpoint (the state
-  after its last epoch) goes back into its run directory and the trial continues from there
-  to the new budget, as nmt continues a resumed run with a larger budget: the same epochs,
-  the same result as a trial that had the larger budget from the start. Without that
-  checkpoint (a clone of committed results, which leave checkpoints out) it trains again
-  from the start.
+  deterministic and more epochs change nothing before the old budget ran out, so the trial
+  would stop at the same epoch with the same result.
+- finished because its epochs ran out: opened again. Its final checkpoint (the state after
+  its last epoch) goes back into its run directory and the trial continues from there, as
+  nmt continues a resumed run with a larger budget: the same epochs, the same result as a
+  trial that had the larger budget from the start. Without that checkpoint (a clone of
+  committed results, which leave checkpoints out) it trains again from the start.
 - unfinished: continues from its own checkpoint, as on any ``--resume``.
 
-Only budgets that grow qualify; a smaller budget would change finished results, and the
-wall-time cap is not a counted budget.
+Only the epoch budget qualifies. A step or token budget can end a trial inside an epoch, where
+it still validates (and may save a best model or count towards early stopping) at a point a
+longer run never stops at; a smaller budget would change finished results; the wall-time cap
+is not a counted budget; and ASHA's rungs depend on the budget.
+
+Every step can be interrupted: the files of the old key change first (the checkpoint copied
+back, then the finished result retired), the move to the new key comes last, and a run that
+finds the work half done takes it up again.
 """
 
 from __future__ import annotations
@@ -28,10 +33,21 @@ from nmt.fileio import write_json
 from study.spec import Trial
 from study.trial_store import TrialStore
 
-# the counted budgets (train config keys) a study may raise with --extend
-RAISABLE = ("max_epochs", "max_steps", "max_tokens")
-# what a finished trial keeps besides its checkpoint
-RESULT_FILES = ("metrics.json", "test.hyp")
+RAISABLE = ("max_epochs",)  # the train config keys a study may raise with --extend
+RAISABLE_BUDGETS = ("epochs",)  # the same, as study budget keys
+RESULT_FILES = ("metrics.json", "test.hyp")  # what a finished trial holds besides its checkpoint
+PROGRESS_FILES = ("history.json", "progress.json")
+OUTCOMES = {"kept": "kept as they are (they stopped early, within the old budget)",
+            "reopened": "reopened from their final checkpoints (the old budget had stopped them)",
+            "restarted": "trained again from the start (stopped by the old budget, no checkpoint here)",
+            "continued": "continuing from their own checkpoints (unfinished)"}
+
+
+def budget_grew(before: dict, after: dict, name: str) -> bool:
+    """Whether the study budget ``name`` grew from ``before`` to ``after`` (budget dicts; None:
+    no limit, which a dropped limit is)."""
+    old, new = before.get(name), after.get(name)
+    return old is not None and (new is None or new > old)
 
 
 def without_budget(config: dict) -> dict:
@@ -52,31 +68,38 @@ def budget_raised(old: dict, new: dict) -> bool:
     return larger
 
 
-def continue_under_new_budget(store: TrialStore, old_key: str, trial: Trial, log=print) -> str:
-    """Move a stored trial to ``trial``'s key (its config with a raised budget); reopen it when
-    its old budget is what stopped it. Returns "kept", "reopened", "restarted" or "continued"."""
-    store.rekey(old_key, trial.key)
+def continue_under_new_budget(store: TrialStore, old_key: str, trial: Trial) -> str:
+    """Make the stored trial ``old_key`` the study's ``trial`` (its config with more epochs),
+    reopening it when its epochs are what stopped it. Returns one of ``OUTCOMES``."""
+    with store.hold(old_key):  # a worker of a killed driver may still be writing this trial
+        outcome = _reopen(store, old_key)
+        store.rekey(old_key, trial.key)
     identity = store.identity(trial.key) or {}
     write_json(store.trial_dir(trial.key) / "trial.json", {**identity, "key": trial.key, "config": trial.config})
-    from nmt.trainer import BUDGET_REASONS  # torch's import, only when a budget grew
+    return outcome
 
-    metrics = store.finished_metrics(trial.key)
+
+def _reopen(store: TrialStore, key: str) -> str:
+    metrics = store.finished_metrics(key)
     if metrics is None:
         return "continued"
-    if metrics.get("status") != "ok" or metrics.get("stop_reason") not in BUDGET_REASONS:
+    if metrics.get("status") != "ok" or metrics.get("stop_reason") != "max epochs":
         return "kept"
-    finished = store.finished_dir(trial.key)
-    checkpoint = store.run_dir(trial.key) / "checkpoint"
+    finished = store.finished_dir(key)
     has_state = (finished / "state.pt").is_file()
     if has_state:
+        checkpoint = store.run_dir(key) / "checkpoint"
         staged = checkpoint.with_name("checkpoint.partial")
         shutil.rmtree(staged, ignore_errors=True)
         shutil.copytree(finished, staged, ignore=shutil.ignore_patterns(*RESULT_FILES))
         shutil.rmtree(checkpoint, ignore_errors=True)
         staged.replace(checkpoint)
-    # the trial counts as finished while finished/<key>/metrics.json exists: dropping the
-    # directory (after its checkpoint is back in the run) is what opens it again
-    retired = finished.with_name(f"{trial.key}.reopened")
+    else:  # it trains from the start: its old epochs must not mix with the new ones
+        for name in PROGRESS_FILES:
+            (store.trial_dir(key) / name).unlink(missing_ok=True)
+    # the trial counts as finished while finished/<key>/metrics.json exists: retiring that
+    # directory, once the checkpoint is back in the run, is what opens it again
+    retired = finished.with_name(f"{key}.reopened")
     shutil.rmtree(retired, ignore_errors=True)
     finished.replace(retired)
     shutil.rmtree(retired)

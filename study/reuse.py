@@ -29,11 +29,14 @@ def reuse_sources(spec: StudySpec, names: list[str], results_root: Path) -> dict
     """The trial stores of the studies named by --reuse-from, checked before anything is written."""
     if names and spec.fields.search is not None:
         raise UserError(f"--reuse-from: study {spec.name} is a search, whose trials are its own samples; "
-                        f"--reuse-from shares the trials of grid and ablation studies")
+                        f"leave out --reuse-from (it shares the trials of grid and ablation studies)")
     sources = {}
     for name in names:
         if name == spec.name:
             raise UserError(f"--reuse-from {name}: that is this study; --resume continues it")
+        if name != Path(name).name or name.endswith((".yaml", ".yml")):
+            raise UserError(f"--reuse-from {name}: give the other study's name (its name: key, e.g. "
+                            f"{Path(name).stem}), not a path; its trials are looked for in the same --results directory")
         store = experiment_dir(results_root, name)
         if not (store / "finished").is_dir():
             raise UserError(f"--reuse-from {name}: {results_root} holds no trial store of study {name} ({store}); "
@@ -42,10 +45,12 @@ def reuse_sources(spec: StudySpec, names: list[str], results_root: Path) -> dict
     return sources
 
 
-def reusable_keys(trials: list[Trial], sources: dict[str, Path]) -> frozenset[str]:
-    """The keys of ``trials`` that some source has finished (what --dry-run leaves out)."""
+def reusable_keys(trials: list[Trial], sources: dict[str, Path], store: TrialStore) -> frozenset[str]:
+    """The keys of ``trials`` that some source has finished and ``store`` has not (what
+    --dry-run leaves out as copied)."""
     stores = [TrialStore(directory) for directory in sources.values()]
-    return frozenset(t.key for t in trials if any(store.finished_metrics(t.key) is not None for store in stores))
+    return frozenset(t.key for t in trials if store.finished_metrics(t.key) is None
+                     and any(source.finished_metrics(t.key) is not None for source in stores))
 
 
 def reuse_finished_trials(store: TrialStore, trials: list[Trial], sources: dict[str, Path], log=print) -> int:
@@ -54,15 +59,21 @@ def reuse_finished_trials(store: TrialStore, trials: list[Trial], sources: dict[
     copied = 0
     for name, directory in sources.items():
         source = TrialStore(directory)
-        count = 0
-        for trial in trials:
+        theirs = set(source.keys())
+        shared = [trial for trial in trials if trial.key in theirs]
+        count = here = 0
+        for trial in shared:
             metrics = source.finished_metrics(trial.key)
-            if metrics is None or store.finished_metrics(trial.key) is not None:
-                continue
-            _copy_trial(source, store, trial, {**metrics, "reused_from": metrics.get("reused_from", name)})
-            count += 1
-        log(f"reused {count} finished trial(s) of {name}" + ("" if count else
-            " (none of its finished trials has the config, seed and data of a trial of this study)"))
+            if store.finished_metrics(trial.key) is not None:
+                here += 1
+            elif metrics is not None:
+                with store.hold(trial.key):  # a worker of a killed driver may still be writing this trial
+                    _copy_trial(source, store, trial, {**metrics, "reused_from": metrics.get("reused_from", name)})
+                count += 1
+        unfinished = len(shared) - count - here
+        log(f"{name} shares {len(shared)} trial(s) with this study: {count} copied now"
+            + (f", {here} finished here already" if here else "")
+            + (f", {unfinished} not finished there (they train here)" if unfinished else ""))
         copied += count
     return copied
 

@@ -47,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted study; finished trials "
                                                               "are not run again")
     parser.add_argument("--extend", action="store_true",
-                        help="continue a finished or interrupted study that gained rows, seeds (e.g. --seeds 5) or "
-                             "search samples: its finished trials are kept, only the new ones train")
+                        help="continue a finished or interrupted study that gained rows, seeds (e.g. --seeds 5), "
+                             "search samples or epochs (--set budget.epochs=60): its finished trials are kept, those "
+                             "the old epoch budget stopped continue from their final checkpoints, the new ones train")
     parser.add_argument("--fresh", action="store_true", help="delete the study's previous results and start over")
     parser.add_argument("--reuse-from", action="append", default=[], metavar="STUDY",
                         help="before training, copy the finished trials of STUDY (run in the same --results "

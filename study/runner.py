@@ -42,8 +42,9 @@ from study.provenance import environment
 from study.report import write_html_report
 from study.stored import STATE_FILE, is_smoke_run, table_layout
 from study.results import experiment_dir, load_records, load_saved_records, save_records
+from study.longer_budget import RAISABLE_BUDGETS, budget_grew
 from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
-from study.migration import adopt_stored_trials
+from study.migration import Move, apply_adoption, plan_adoption
 from study.labels import axis_name, display_value
 from study.spec import SPACES_DIR, StudySpec, Trial, expand, portable_tree, spec_to_dict, study_axes, varied_keys
 from study.tables import StudyTable, build_table, export
@@ -134,9 +135,9 @@ def corpus_in(data_dir: Path, langs: str | None) -> dict:
     return {"preset": None, **discover_corpus(data_dir, src, tgt)}
 
 
-def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[list[Trial], dict[str, str]]:
-    """Expanded trials with per-trial threads and device set from the resources, and the stored
-    trials moved to new keys ({old: new}, study.migration)."""
+def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[list[Trial], list[Move]]:
+    """Expanded trials with per-trial threads and device set from the resources, and which
+    stored trials are to move to their keys (study.migration; nothing moved yet)."""
     resources = trial_resources(spec, opts)
     trials = expand(spec)
     for trial in trials:
@@ -144,8 +145,7 @@ def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[l
         trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
         trial.storage = str(exp_dir)
     (exp_dir / FINISHED).mkdir(parents=True, exist_ok=True)
-    moved = adopt_stored_trials(TrialStore(exp_dir), trials, log=lambda line: print(line, flush=True))
-    return trials, moved
+    return trials, plan_adoption(TrialStore(exp_dir), trials)
 
 
 # ---------------------------------------------------------------------------
@@ -205,8 +205,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             check_extension_changes(spec, state, changes)
         elif changes:
             raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
-                            f"resume with the same file and options, --extend if it only gained rows, seeds or a "
-                            f"larger budget (the finished trials are kept or continued), or start it over with --fresh "
+                            f"resume with the same file and options, --extend if it only gained rows, seeds or "
+                            f"epochs (the finished trials are kept or continued), or start it over with --fresh "
                             f"(or copy the file under a new name to keep both)")
     sources = reuse_sources(spec, list(opts.reuse_from), results_root)
     uri = tracking_uri(opts, state, results_root)
@@ -228,9 +228,10 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             if replace:
                 _clear(results_root, spec.name)
                 state = None
-            trials, moved = finalize_trials(spec, opts, exp_dir)
+            trials, plan = finalize_trials(spec, opts, exp_dir)
             if opts.extend and spec.fields.search is None:
-                check_extension(spec, trials, exp_dir)
+                check_extension(spec, trials, exp_dir, plan)  # before any stored trial moves
+            moved = apply_adoption(TrialStore(exp_dir), plan, log=lambda line: print(line, flush=True))
             if sources:
                 reuse_finished_trials(TrialStore(exp_dir), trials, sources, log=lambda line: print(line, flush=True))
             write_lines(study_dir / "test.ref", references)
@@ -318,10 +319,15 @@ def check_extension_changes(spec: StudySpec, state: dict, changes: list[str]) ->
     search = spec.fields.search is not None
     allowed = EXTENSIBLE["search" if search else "grid"]
     if not search:
-        allowed += tuple(f"budget.{name}:" for name in RAISABLE_BUDGETS if _budget_grew(state, spec, name))
+        before, after = (state.get("spec") or {}).get("budget") or {}, vars(spec.fields.budget)
+        grown = [name for name in RAISABLE_BUDGETS if budget_grew(before, after, name)]
+        if grown and spec.fields.scheduler.type == "asha":
+            raise UserError(f"study {spec.name}: --extend cannot raise budget.{grown[0]} of a study with an ASHA "
+                            f"scheduler (its rungs depend on the budget); keep the budget, or start over with --fresh")
+        allowed += tuple(f"budget.{name}:" for name in grown)
     other = [change for change in changes if not change.startswith(allowed)]
     if other:
-        what = "samples to a search (search.num_samples)" if search else "rows, seeds or a larger budget"
+        what = "samples to a search (search.num_samples)" if search else "rows, seeds or epochs"
         raise UserError(f"study {spec.name}: --extend adds {what}, but the study changed otherwise "
                         f"({'; '.join(other[:3])}); undo that, or start over with --fresh (or copy the file under a "
                         f"new name to keep both)")
@@ -330,16 +336,6 @@ def check_extension_changes(spec: StudySpec, state: dict, changes: list[str]) ->
         if spec.fields.search.num_samples < stored:
             raise UserError(f"study {spec.name}: --extend cannot drop samples (search.num_samples {stored} -> "
                             f"{spec.fields.search.num_samples}); raise it, or start over with --fresh")
-
-
-RAISABLE_BUDGETS = ("epochs", "steps", "tokens")  # the study keys of study.longer_budget.RAISABLE
-
-
-def _budget_grew(state: dict, spec: StudySpec, name: str) -> bool:
-    """Whether --extend raises budget.NAME: a larger number, or a limit dropped (None)."""
-    before = ((state.get("spec") or {}).get("budget") or {}).get(name)
-    after = getattr(spec.fields.budget, name)
-    return before is not None and (after is None or after > before)
 
 
 def resume_command(command: str) -> str:
@@ -351,14 +347,16 @@ def resume_command(command: str) -> str:
     return " ".join(words)
 
 
-def check_extension(spec: StudySpec, trials: list[Trial], exp_dir: Path) -> None:
+def check_extension(spec: StudySpec, trials: list[Trial], exp_dir: Path, plan: list[Move]) -> None:
     """--extend keeps every stored trial: the changed study must still contain each of them
-    (same config and seed), so it can only have gained rows or seeds."""
+    (same config and seed, or the same with more epochs, as ``plan`` moves them), so it can
+    only have gained rows, seeds or epochs."""
     from study.results import trial_record
 
     store = TrialStore(exp_dir)
     wanted = {trial.key for trial in trials}
-    dropped = [key for key in store.keys() if key not in wanted]
+    moving = {move.old for move in plan}
+    dropped = [key for key in store.keys() if key not in wanted and key not in moving]
     if not dropped:
         return
     shown = []
@@ -366,10 +364,10 @@ def check_extension(spec: StudySpec, trials: list[Trial], exp_dir: Path) -> None
         record = trial_record(store, key)
         shown.append(f"{record['label']} seed {record['seed']}" if record else key)
     shown = sorted(shown)[:3]
-    raise UserError(f"study {spec.name}: --extend only adds rows or seeds, but {len(dropped)} stored trial(s) are no "
-                    f"longer in the study ({', '.join(shown)}{', ...' if len(dropped) > 3 else ''}): a changed base "
-                    f"config, data or budget changes every trial; undo that, or start over with --fresh (or copy "
-                    f"the file under a new name to keep both)")
+    raise UserError(f"study {spec.name}: --extend only adds rows, seeds or epochs, but {len(dropped)} stored trial(s) "
+                    f"are no longer in the study ({', '.join(shown)}{', ...' if len(dropped) > 3 else ''}): a changed "
+                    f"base config or data, or a budget other than more epochs, changes every trial; undo that, or "
+                    f"start over with --fresh (or copy the file under a new name to keep both)")
 
 
 def study_argument(spec: StudySpec) -> str:
@@ -536,7 +534,8 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     cpus = opts.num_cpus or os.cpu_count() or 1
     concurrency = opts.max_concurrent or max(1, int(cpus // resources["cpu"]))
     return dry_run(spec, stats, resources["cpu"], concurrency, log=lambda line: print(line, flush=True),
-                   reused=reusable_keys(expand(spec), sources))
+                   reused=reusable_keys(expand(spec), sources,
+                                        TrialStore(experiment_dir(opts.results.resolve(), spec.name))))
 
 
 def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:

@@ -138,7 +138,9 @@ class TrialStore:
 
     def rekey(self, old: str, new: str) -> None:
         """Move a trial's directories from key ``old`` to ``new`` (study.migration)."""
-        for directory in (self.trial_dir, self.finished_dir):
+        # the finished result first: a move cut short between the two then leaves the record
+        # under the old key, which the next run adopts again, not a result nobody claims
+        for directory in (self.finished_dir, self.trial_dir):
             if directory(old).exists() and not directory(new).exists():
                 directory(old).replace(directory(new))
 

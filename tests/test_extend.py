@@ -40,7 +40,7 @@ def test_a_study_grows_from_a_smoke_check_to_more_rows_and_seeds(tmp_path, ray_e
 
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1))
     refused = study(str(path), *run, "--resume", env=ray_env)
-    assert refused.returncode == 2 and "--extend if it only gained rows, seeds or a larger budget" in refused.stderr
+    assert refused.returncode == 2 and "--extend if it only gained rows, seeds or epochs" in refused.stderr
 
     grown = study(str(path), *run, "--extend", "--seeds", "2", env=ray_env)
     assert grown.returncode == 0, grown.stdout[-3000:] + grown.stderr[-3000:]
@@ -54,7 +54,7 @@ def test_a_study_grows_from_a_smoke_check_to_more_rows_and_seeds(tmp_path, ray_e
     # another patience would make old and new rows incomparable: refused, naming the change
     budget = study(str(path), *run, "--extend", "--seeds", "2", "--set", "budget.patience=1", env=ray_env)
     assert budget.returncode == 2
-    assert "--extend adds rows, seeds or a larger budget, but the study changed otherwise (budget.patience:" in budget.stderr
+    assert "--extend adds rows, seeds or epochs, but the study changed otherwise (budget.patience:" in budget.stderr
     # a changed base config changes every trial: that is a new study, not an extension
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1).replace("hidden: 16", "hidden: 24"))
     changed = study(str(path), *run, "--extend", "--seeds", "2", env=ray_env)
@@ -62,6 +62,6 @@ def test_a_study_grows_from_a_smoke_check_to_more_rows_and_seeds(tmp_path, ray_e
     # fewer seeds would drop finished trials from the table: refused, naming them
     path.write_text(grid_study("grow", TWO_ROWS, epochs=1))
     fewer = study(str(path), *run, "--extend", "--seeds", "1", env=ray_env)
-    assert fewer.returncode == 2 and "--extend only adds rows or seeds, but 2 stored trial(s) are no longer in the " \
+    assert fewer.returncode == 2 and "--extend only adds rows, seeds or epochs, but 2 stored trial(s) are no longer in the " \
         "study (atr seed 2, gru seed 2)" in fewer.stderr
     assert _records(results, "grow") == after

@@ -7,6 +7,7 @@ import pytest
 from study_helpers import grid_study, mlflow_runs, study, table_rows
 
 from study.longer_budget import budget_raised, continue_under_new_budget, without_budget
+from study.migration import adopt_stored_trials
 from study.spec import expand, load_study
 from study.trial_store import TrialStore
 
@@ -89,18 +90,16 @@ def test_each_stored_trial_continues_as_its_stop_reason_says(tmp_path, stop_reas
         assert store.resume_point(new.key) is None
 
 
-def test_only_larger_counted_budgets_let_a_trial_continue():
+def test_only_more_epochs_let_a_trial_continue():
     config = {"model": {}, "train": {"max_epochs": 10, "max_steps": None, "max_tokens": None, "patience": 3}}
 
     def train(**changes):
         return {"model": {}, "train": {**config["train"], **changes}}
 
-    assert budget_raised(config, train(max_epochs=20))
-    assert budget_raised(config, train(max_steps=None, max_tokens=None, max_epochs=11))
-    assert not budget_raised(config, config)  # nothing grew
-    assert not budget_raised(config, train(max_epochs=5))
-    assert not budget_raised(train(max_steps=100), train(max_steps=50, max_epochs=20))  # one shrank
-    assert budget_raised(train(max_steps=100), train(max_steps=None))  # a limit dropped
+    assert budget_raised(config, train(max_epochs=20)) and budget_raised(config, train(max_epochs=None))
+    assert not budget_raised(config, config) and not budget_raised(config, train(max_epochs=5))
+    # a step or token cap can stop a trial inside an epoch, where a longer run never stops
+    assert without_budget(config) != without_budget(train(max_steps=100, max_epochs=20))
     assert without_budget(config) != without_budget(train(patience=4))  # patience is not a cap: no continuing
 
 
@@ -115,3 +114,60 @@ def test_extend_refuses_a_smaller_budget():
     check_extension_changes(load_study("cells", ["budget.epochs=20"]), state, ["budget.epochs: 12 -> 20"])
     with pytest.raises(UserError, match="budget.patience"):
         check_extension_changes(spec, state, ["budget.patience: 0 -> 3"])
+    with pytest.raises(UserError, match="budget.steps"):
+        check_extension_changes(load_study("cells", ["budget.steps=100"]), state, ["budget.steps: None -> 100"])
+    asha = load_study("cells", ["budget.epochs=20", "scheduler={type: asha, grace_period: 1, reduction_factor: 2}"])
+    with pytest.raises(UserError, match="ASHA"):
+        check_extension_changes(asha, state, ["budget.epochs: 12 -> 20"])
+
+
+def test_a_reopen_cut_short_is_taken_up_by_the_next_run(tmp_path, monkeypatch):
+    old = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))[0]
+    new = expand(load_study("cells", ["seeds=1", "budget.epochs=5"]))[0]
+    store = TrialStore(tmp_path)
+    _finished_trial(store, old, "max epochs")
+
+    def killed(*_):
+        raise KeyboardInterrupt  # the driver dies after the old key's files changed, before the move
+
+    with monkeypatch.context() as patch:
+        patch.setattr(TrialStore, "rekey", killed)
+        with pytest.raises(KeyboardInterrupt):
+            continue_under_new_budget(store, old.key, new)
+    assert store.finished_metrics(old.key) is None and store.resume_point(old.key) is not None
+    lines = []
+    assert adopt_stored_trials(store, [new], log=lines.append) == {old.key: new.key}
+    assert lines == ["larger budget: 1 stored trial(s) continue - 1 continuing from their own checkpoints "
+                     "(unfinished)"]
+    assert (store.resume_point(new.key) / "state.pt").read_bytes() == b"state after the last epoch"
+    assert store.keys() == [new.key] and store.finished_metrics(new.key) is None
+
+
+def test_a_rekey_cut_short_after_the_finished_result_moved_is_adopted_again(tmp_path):
+    trial = expand(load_study("cells", ["seeds=1"]))[0]
+    store = TrialStore(tmp_path)
+    _finished_trial(store, trial, "early stopping")
+    store.finished_dir(trial.key).replace(store.finished_dir("oldkey0000"))  # as an older key scheme left it
+    store.trial_dir(trial.key).replace(store.trial_dir("oldkey0000"))
+    store.finished_dir("oldkey0000").replace(store.finished_dir(trial.key))  # a rekey moves the result first...
+    assert adopt_stored_trials(store, [trial], log=lambda _: None) == {"oldkey0000": trial.key}  # ...and is finished
+    assert store.keys() == [trial.key] and store.finished_metrics(trial.key)["stop_reason"] == "early stopping"
+
+
+def test_an_extension_refused_for_a_dropped_seed_moves_no_stored_trial(tmp_path):
+    from nmt.errors import UserError
+    from study.migration import plan_adoption
+    from study.runner import check_extension
+
+    old = expand(load_study("cells", ["seeds=2", "budget.epochs=3"]))
+    store = TrialStore(tmp_path)
+    for trial in old[:2]:  # LSTM seeds 1 and 2, stopped by their epochs
+        _finished_trial(store, trial, "max epochs")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    spec = load_study("cells", ["seeds=1", "budget.epochs=5"])  # more epochs, but seed 2 dropped
+    trials = expand(spec)
+    plan = plan_adoption(store, trials)
+    assert [move.trial.key for move in plan] == [trials[0].key]
+    with pytest.raises(UserError, match="LSTM seed 2"):
+        check_extension(spec, trials, tmp_path, plan)
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -12,7 +12,6 @@ from study.reuse import reuse_finished_trials
 from study.spec import expand, load_study
 from study.trial_store import TrialStore
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 FIRST = grid_study("units_a", "  - {label: GRU, set: {}}\n  - {label: tanh, set: {model.cell: rnn}}", epochs=1)
 SECOND = grid_study("gates_b", "  - {label: GRU (shared), set: {}}\n  - {label: ATR, set: {model.cell: atr}}", epochs=1)
@@ -23,6 +22,8 @@ def _finished(results, name):
             for path in (results / "ray" / name / "finished").glob("*/metrics.json")}
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
 def test_a_shared_trial_is_copied_not_trained_and_tabled_like_its_own(tmp_path, ray_env):
     results = tmp_path / "results"
     (tmp_path / "units_a.yaml").write_text(FIRST)
@@ -32,7 +33,7 @@ def test_a_shared_trial_is_copied_not_trained_and_tabled_like_its_own(tmp_path, 
     second = study(str(tmp_path / "gates_b.yaml"), "--reuse-from", "units_a", "--cpus", "2", "--results",
                    str(results), env=ray_env)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    assert "reused 1 finished trial(s) of units_a" in second.stdout
+    assert "units_a shares 1 trial(s) with this study: 1 copied now\n" in second.stdout
 
     shared = next(t.key for t in expand(load_study(str(tmp_path / "gates_b.yaml"))) if t.label == "GRU (shared)")
     before, after = _finished(results, "units_a"), _finished(results, "gates_b")
@@ -68,7 +69,8 @@ def test_reuse_keeps_a_trial_finished_here_and_copies_only_finished_ones(tmp_pat
     (target.run_dir(trials[1].key) / "checkpoint").mkdir(parents=True)
     lines = []
     assert reuse_finished_trials(target, trials, {"a": source.experiment}, log=lines.append) == 1
-    assert lines == ["reused 1 finished trial(s) of a"]
+    assert lines == ["a shares 3 trial(s) with this study: 1 copied now, 1 finished here already, 1 not finished "
+                     "there (they train here)"]
     assert target.finished_metrics(trials[0].key) == {"test_bleu": 99.0}  # its own record stays
     assert target.finished_metrics(trials[1].key) == {"test_bleu": 11.0, "reused_from": "a"}
     assert not target.run_dir(trials[1].key).exists()  # the superseded attempt is gone
