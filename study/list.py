@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nrun one with: python -m study.run NAME  (--dry-run estimates its time first; --smoke is a "
           f"2-minute check)\n{REFERENCE_FOLDER}/NAME: the converged reference runs on Multi30k, from the repository "
           f"root: python -m study.run search_spaces/{REFERENCE_FOLDER}/NAME.yaml --results results/reference "
-          f"(hours each; --resume continues one; study.table and --reuse-from take the bare NAME)\nrebuild a table with: python -m study.table NAME [--results DIR]")
+          f"(hours each; --resume continues one; study.table and --reuse-from take the bare NAME)\n"
+          f"rebuild a table with: python -m study.table NAME [--results DIR]")
     return 0
 
 
