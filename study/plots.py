@@ -120,7 +120,8 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
                     ha="center", va="bottom", fontsize=6, color="white")
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
-    ax.set_ylim(bottom=0)
+    # at least one BLEU point of height: rows all at 0 (a smoke check) would get a 0-0.05 axis
+    ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1.0))
     _title(ax, title, fig.get_size_inches()[0])
     return _save(plt, fig, path, notes)
 

@@ -231,3 +231,19 @@ def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monke
     rows = build_table(records, "t", "tanh", None, row_order=["tanh", "GRU"]).rows
     plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="tanh")
     assert sorted(shown["texts"]) == ["no trials", "reference"]
+
+
+def test_bar_plot_of_rows_all_at_zero_bleu_keeps_a_readable_axis(tmp_path, monkeypatch):
+    from study import plots
+
+    shown = {}
+
+    def keep_axis(plt, fig, path, notes):
+        shown["ylim"] = fig.axes[0].get_ylim()
+        plt.close(fig)
+        return [path]
+
+    monkeypatch.setattr(plots, "_save", keep_axis)
+    rows = build_table([record("a", 0, 1, "ok", 0.0), record("b", 1, 1, "ok", 0.0)], "t", "a", None).rows
+    plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="a")
+    assert shown["ylim"] == (0.0, 1.0)  # not matplotlib's 0-0.05 around bars of height 0
