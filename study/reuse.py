@@ -90,10 +90,4 @@ def _copy_trial(source: TrialStore, store: TrialStore, trial: Trial, metrics: di
         if (source.trial_dir(key) / name).is_file():
             shutil.copy(source.trial_dir(key) / name, target / name)
     (target / "status.json").unlink(missing_ok=True)
-    final = store.finished_dir(key)
-    staged = final.with_name(f"{key}.partial")
-    shutil.rmtree(staged, ignore_errors=True)
-    shutil.rmtree(final, ignore_errors=True)  # a damaged copy without metrics.json: not finished
-    shutil.copytree(source.finished_dir(key), staged)
-    write_json(staged / "metrics.json", metrics)  # its presence in finished/<key>/ marks the trial finished
-    staged.replace(final)
+    store.install_finished(key, source.finished_dir(key), metrics)

@@ -89,15 +89,24 @@ class TrialStore:
         """Keep the finished run as ``finished/<key>/`` (staged, then renamed into place) and drop
         the working copy; returns the finished directory."""
         run = self.run_dir(key)
+        final = self.install_finished(key, run / "checkpoint", metrics, extra=(run / "test.hyp",))
+        shutil.rmtree(run, ignore_errors=True)
+        return final
+
+    def install_finished(self, key: str, contents: Path, metrics: dict, extra: tuple[Path, ...] = ()) -> Path:
+        """``finished/<key>/`` made of the files in ``contents``, those of ``extra`` that exist and
+        ``metrics``, staged and renamed into place: a copy cut short is never taken for a
+        finished trial (a trial that finishes, one copied from another study)."""
         final = self.finished_dir(key)
         staged = final.with_name(f"{key}.partial")
         shutil.rmtree(staged, ignore_errors=True)
-        shutil.copytree(run / "checkpoint", staged)
-        if (run / "test.hyp").is_file():
-            shutil.copy(run / "test.hyp", staged / "test.hyp")
+        shutil.copytree(contents, staged)
+        for path in extra:
+            if path.is_file():
+                shutil.copy(path, staged / path.name)
         write_json(staged / "metrics.json", metrics)  # last: its presence marks a complete copy
+        shutil.rmtree(final, ignore_errors=True)  # a damaged copy without metrics.json: not finished
         staged.replace(final)
-        shutil.rmtree(run, ignore_errors=True)
         return final
 
     # --- written by the driver -----------------------------------------------------
