@@ -5,7 +5,9 @@ It validates the study, prepares its data (cached for the real run), and for eve
 builds the model and times a few training steps on a batch of the study's size and a greedy
 and a beam decoding of one batch, on this machine with the threads one trial gets. A trial's
 time is its epoch budget times (training steps per epoch x step time + validation decoding),
-plus the test set's beam search. Early stopping ends trials sooner; trials side by side and
+plus the test set's beam search. With ``--resume`` or ``--extend`` only what is left counts:
+finished trials are left out, and a trial that continues (unfinished, or reopened by a raised
+epoch budget) counts its epochs still to train. Early stopping ends trials sooner; trials side by side and
 the corpus's real batches (mixed lengths, padding) run slower than the timed steps: the first
 converged Multi30k trials took about 1.7x the estimated step time, two at once on 2 cores.
 So it is an estimate, not a bound. Ray is not started.
@@ -18,7 +20,10 @@ import math
 import torch
 
 from nmt.config import config_from_dict
-from study.spec import StudySpec, expand
+from study.longer_budget import extension_outcome
+from study.migration import Move
+from study.spec import StudySpec, Trial, expand
+from study.trial_store import TrialStore
 
 STEPS_TIMED = 3
 
@@ -47,17 +52,46 @@ def time_row(config: dict, stats: dict) -> dict:
             "epochs": cfg.train.max_epochs, "valid_pairs": stats["valid_pairs"], "test_pairs": stats["test_pairs"]}
 
 
-def trial_seconds(timing: dict) -> tuple[float, float]:
-    """(one epoch: training and validation, the whole trial at its epoch budget)."""
+def trial_seconds(timing: dict, trained: float = 0.0) -> tuple[float, float]:
+    """(one epoch: training and validation, the whole trial at its epoch budget when ``trained``
+    of its epochs are already done)."""
     epoch = timing["steps_per_epoch"] * timing["step_s"] + timing["valid_pairs"] * timing["greedy_s"]
-    return epoch, timing["epochs"] * epoch + timing["test_pairs"] * timing["beam_s"]
+    return epoch, max(0.0, timing["epochs"] - trained) * epoch + timing["test_pairs"] * timing["beam_s"]
+
+
+def stored_progress(store: TrialStore, trials: list[Trial], plan: list[Move]) -> dict[str, float | None]:
+    """What a resumed run finds of each trial in ``store``, by the trial's key: None when it is
+    finished and stays so, else the epochs it has trained, which it continues from. ``plan``: the
+    stored trials an --extend moves to new keys (study.migration). Trials not stored are left out."""
+    moves = {move.trial.key: move for move in plan}
+    progress: dict[str, float | None] = {}
+    for trial in trials:
+        move = moves.get(trial.key)
+        key = move.old if move else trial.key
+        if store.identity(key) is None:
+            continue
+        if move and move.budget_raised:
+            outcome = extension_outcome(store, key)
+        else:  # the same trial, under its key or adopted under a new one
+            outcome = "kept" if store.finished_metrics(key) is not None else "continued"
+        if outcome == "kept":
+            progress[trial.key] = None
+        elif outcome in ("continued", "reopened"):
+            last = store.last_progress(key)
+            progress[trial.key] = float(last.get("epochs_trained", last.get("epoch", 0.0)) or 0.0)
+    return progress
 
 
 def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: int, log=print,
-            reused: frozenset[str] = frozenset()) -> int:
-    """``reused``: keys of trials that --reuse-from would copy; they are left out of the estimate."""
+            reused: frozenset[str] = frozenset(), stored: dict[str, float | None] | None = None) -> int:
+    """``reused``: keys of trials that --reuse-from would copy; ``stored``: what a resumed run finds
+    of the trials (``stored_progress``). Finished and copied trials are left out of the estimate."""
     every = expand(spec)
-    trials = [t for t in every if t.key not in reused]
+    stored = stored or {}
+    copied = [t for t in every if t.key in reused]
+    finished = {t.key for t in every if t.key not in reused and t.key in stored and stored[t.key] is None}
+    trials = [t for t in every if t.key not in reused and t.key not in finished]
+    continuing = sum(1 for t in trials if t.key in stored)
     rows: dict[str, list] = {}
     for trial in trials:
         rows.setdefault(trial.label, []).append(trial)
@@ -66,8 +100,11 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
     parts = [f"{name} {value:g}" for name, value in (("epochs", budget.epochs), ("steps", budget.steps),
                                                      ("tokens", budget.tokens), ("patience", budget.patience),
                                                      ("minutes (cap)", budget.minutes)) if value is not None]
-    copied = f" ({len(every) - len(trials)} copied by --reuse-from, {len(trials)} to train)" if reused else ""
-    log(f"{spec.kind} study: {row_count} rows x {spec.fields.seeds} seed(s) = {len(every)} trials{copied}; "
+    counts = [f"{len(copied)} copied by --reuse-from"] if reused else []
+    if stored:
+        counts += [f"{len(finished)} finished", f"{continuing} to continue"]
+    left_out = f" ({', '.join(counts)}, {len(trials) - continuing} to train)" if counts else ""
+    log(f"{spec.kind} study: {row_count} rows x {spec.fields.seeds} seed(s) = {len(every)} trials{left_out}; "
         f"budget per trial: {', '.join(parts) or 'the base config'}; {concurrency} at once, "
         f"{cpus_per_trial:g} CPU each")
     if spec.kind == "search":
@@ -78,14 +115,15 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
     for label, group in rows.items():
         timing = time_row(group[0].config, stats)
         epoch, trial = trial_seconds(timing)
-        total += trial * len(group)
+        total += sum(trial_seconds(timing, stored.get(t.key) or 0.0)[1] for t in group)
         log(f"{label[:32]:<32} {len(group):>6} {timing['params']:>9,} {1000 * timing['step_s']:>6.0f}ms "
             f"{_clock(epoch):>8} {_clock(trial):>12}")
     trials_total = spec.fields.search.num_samples if spec.kind == "search" else len(trials)
     if spec.kind == "search":
         total = total / max(1, len(trials)) * trials_total
     wall = total / max(1, concurrency)
-    log(f"estimate: about {_clock(wall)} of wall time for {trials_total} trials at their full epoch budget "
+    left = " (the epochs they have left)" if continuing else ""
+    log(f"estimate: about {_clock(wall)} of wall time for {trials_total} trials at their full epoch budget{left} "
         f"({_clock(total)} of trial time), from steps timed one trial alone on batches of the corpus's mean "
         f"length; trials side by side and real batches have run up to about 2x slower, early stopping ends "
         f"trials sooner. Nothing was trained or written; run it without --dry-run.")

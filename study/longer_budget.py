@@ -79,15 +79,22 @@ def continue_under_new_budget(store: TrialStore, old_key: str, trial: Trial) -> 
     return outcome
 
 
-def _reopen(store: TrialStore, key: str) -> str:
+def extension_outcome(store: TrialStore, key: str) -> str:
+    """Which of ``OUTCOMES`` ``continue_under_new_budget`` gives the stored trial ``key``; changes nothing."""
     metrics = store.finished_metrics(key)
     if metrics is None:
         return "continued"
     if metrics.get("status") != "ok" or metrics.get("stop_reason") != "max epochs":
         return "kept"
+    return "reopened" if (store.finished_dir(key) / "state.pt").is_file() else "restarted"
+
+
+def _reopen(store: TrialStore, key: str) -> str:
+    outcome = extension_outcome(store, key)
+    if outcome in ("continued", "kept"):
+        return outcome
     finished = store.finished_dir(key)
-    has_state = (finished / "state.pt").is_file()
-    if has_state:
+    if outcome == "reopened":
         checkpoint = store.run_dir(key) / "checkpoint"
         staged = checkpoint.with_name("checkpoint.partial")
         shutil.rmtree(staged, ignore_errors=True)
@@ -103,4 +110,4 @@ def _reopen(store: TrialStore, key: str) -> str:
     shutil.rmtree(retired, ignore_errors=True)
     finished.replace(retired)
     shutil.rmtree(retired)
-    return "reopened" if has_state else "restarted"
+    return outcome

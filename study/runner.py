@@ -137,14 +137,13 @@ def corpus_in(data_dir: Path, langs: str | None) -> dict:
 
 def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[list[Trial], list[Move]]:
     """Expanded trials with per-trial threads and device set from the resources, and which
-    stored trials are to move to their keys (study.migration; nothing moved yet)."""
+    stored trials are to move to their keys (study.migration). Reads the store, writes nothing."""
     resources = trial_resources(spec, opts)
     trials = expand(spec)
     for trial in trials:
         trial.config["train"]["threads"] = max(1, int(resources["cpu"]))
         trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
         trial.storage = str(exp_dir)
-    (exp_dir / FINISHED).mkdir(parents=True, exist_ok=True)
     return trials, plan_adoption(TrialStore(exp_dir), trials)
 
 
@@ -217,6 +216,10 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     resources = trial_resources(spec, opts)
     if not address:
         _check_local_fit(resources, opts)
+    if not replace:  # a replaced run's store is cleared first, so its plan is made after that
+        trials, plan = finalize_trials(spec, opts, exp_dir)
+        if opts.extend and spec.fields.search is None:
+            check_extension(spec, trials, exp_dir, plan)  # before Ray starts and any stored trial moves
     import ray
 
     _start_services(tracker, opts)
@@ -228,9 +231,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             if replace:
                 _clear(results_root, spec.name)
                 state = None
-            trials, plan = finalize_trials(spec, opts, exp_dir)
-            if opts.extend and spec.fields.search is None:
-                check_extension(spec, trials, exp_dir, plan)  # before any stored trial moves
+                trials, plan = finalize_trials(spec, opts, exp_dir)
+            (exp_dir / FINISHED).mkdir(parents=True, exist_ok=True)
             moved = apply_adoption(TrialStore(exp_dir), plan, log=lambda line: print(line, flush=True))
             if sources:
                 reuse_finished_trials(TrialStore(exp_dir), trials, sources, log=lambda line: print(line, flush=True))
@@ -525,7 +527,7 @@ def _check_address(opts: RunOptions) -> str | None:
 
 def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     """--dry-run: the data prepared (and cached), every row's model timed; no Ray, no results."""
-    from study.dry_run import dry_run
+    from study.dry_run import dry_run, stored_progress
 
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
     sources = reuse_sources(spec, list(opts.reuse_from), opts.results.resolve())
@@ -533,9 +535,13 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     resources = trial_resources(spec, opts)
     cpus = opts.num_cpus or os.cpu_count() or 1
     concurrency = opts.max_concurrent or max(1, int(cpus // resources["cpu"]))
+    store = TrialStore(experiment_dir(opts.results.resolve(), spec.name))
+    stored = None
+    if opts.resume and spec.fields.search is None:  # only what is left of the study counts
+        trials = expand(spec)
+        stored = stored_progress(store, trials, plan_adoption(store, trials))
     return dry_run(spec, stats, resources["cpu"], concurrency, log=lambda line: print(line, flush=True),
-                   reused=reusable_keys(expand(spec), sources,
-                                        TrialStore(experiment_dir(opts.results.resolve(), spec.name))))
+                   reused=reusable_keys(expand(spec), sources, store), stored=stored)
 
 
 def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:

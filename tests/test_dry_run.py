@@ -46,3 +46,64 @@ def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir
     assert f"= {units} trials (1 copied by --reuse-from, {units - 1} to train);" in out
     assert "\nGRU " not in out and "\nLSTM " in out and f"for {units - 1} trials at their full epoch budget" in out
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing copied or written
+
+
+def _stored(store, trial, epochs: float, stop_reason: str | None = None, final_state: bool = True) -> None:
+    """A trial of ``store`` that trained ``epochs`` epochs, finished for ``stop_reason`` (None: unfinished)."""
+    store.start(trial.key, {"key": trial.key, "label": trial.label, "row": trial.row, "seed": trial.seed,
+                            "config": trial.config})
+    store.progress(trial.key, {"epoch": epochs, "epochs_trained": epochs})
+    checkpoint = store.run_dir(trial.key) / "checkpoint"
+    checkpoint.mkdir(parents=True)
+    if final_state:
+        (checkpoint / "state.pt").write_bytes(b"state after the last epoch")
+    if stop_reason:
+        store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0})
+
+
+def test_a_resumed_study_counts_only_what_is_left(tmp_path):
+    from study.dry_run import stored_progress
+    from study.migration import plan_adoption
+    from study.spec import expand
+    from study.trial_store import TrialStore
+
+    store = TrialStore(tmp_path)
+    lstm, gru, atr = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))[:3]
+    _stored(store, lstm, 3, "max epochs")
+    _stored(store, gru, 2, "early stopping")
+    _stored(store, atr, 1.0)  # still training
+    trials = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))
+    progress = stored_progress(store, trials, plan_adoption(store, trials))
+    assert progress == {lstm.key: None, gru.key: None, atr.key: 1.0}  # --resume: two finished, one at epoch 1
+
+    # --extend to 5 epochs: the trial the old budget stopped continues from epoch 3, the early stop stays
+    longer = expand(load_study("cells", ["seeds=1", "budget.epochs=5"]))
+    progress = stored_progress(store, longer, plan_adoption(store, longer))
+    assert progress == {longer[0].key: 3.0, longer[1].key: None, longer[2].key: 1.0}
+    # ... and a capped trial without its final state trains again from the start
+    (store.finished_dir(lstm.key) / "state.pt").unlink(missing_ok=True)
+    progress = stored_progress(store, longer, plan_adoption(store, longer))
+    assert longer[0].key not in progress
+    timing = {"steps_per_epoch": 10, "step_s": 1.0, "valid_pairs": 0, "greedy_s": 0.0, "epochs": 5,
+              "test_pairs": 10, "beam_s": 0.5}
+    assert trial_seconds(timing, trained=3.0) == (10.0, 2 * 10.0 + 5.0)
+
+
+def test_dry_run_of_a_resume_leaves_finished_trials_out(tmp_path, cache_dir, capsys):
+    from study.results import experiment_dir
+    from study.spec import expand
+    from study.trial_store import TrialStore
+
+    results = tmp_path / "results"
+    spec = load_study("cells", smoke_run=True)
+    store = TrialStore(experiment_dir(results, "cells"))
+    lstm, gru = expand(spec)[:2]
+    _stored(store, lstm, 1, "max epochs")
+    _stored(store, gru, 0.5)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    assert main(["cells", "--smoke", "--dry-run", "--resume", "--results", str(results), "--cpus", "2"]) == 0
+    out = capsys.readouterr().out
+    units = len(spec.fields.grid["model.cell"])
+    assert f"= {units} trials (1 finished, 1 to continue, {units - 2} to train);" in out
+    assert "\nLSTM " not in out and "\nGRU " in out and "(the epochs they have left)" in out
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -171,3 +171,34 @@ def test_an_extension_refused_for_a_dropped_seed_moves_no_stored_trial(tmp_path)
     with pytest.raises(UserError, match="LSTM seed 2"):
         check_extension(spec, trials, tmp_path, plan)
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_an_extension_that_drops_a_stored_trial_is_refused_before_ray_starts(tmp_path, cache_dir, capsys,
+                                                                             monkeypatch):
+    from nmt.cli import run_main
+    from study.results import experiment_dir
+    from study.run import main
+    from study.runner import write_state
+    from study.spec import load_study, portable_tree, spec_to_dict
+
+    path, results = tmp_path / "drop.yaml", tmp_path / "results"
+    path.write_text(grid_study("drop", TWO_UNITS, seeds=2, epochs=1))
+    spec = load_study(str(path))
+    write_state(results / "drop", {"study": "drop", "status": "complete", "request": spec.tree,
+                                   "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec)})
+    store = TrialStore(experiment_dir(results, "drop"))
+    for trial in expand(spec):
+        _finished_trial(store, trial, "max epochs")
+    def files():  # (the study's lock file comes and goes, so directories' times change)
+        return {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+
+    before = files()
+    ray_starts = []
+    monkeypatch.setattr("study.runner._start_ray", ray_starts.append)
+    code = run_main(main, [str(path), "--extend", "--seeds", "1", "--set", "budget.epochs=2",
+                           "--results", str(results), "--cpus", "2"])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(error) == 1
+    assert "2 stored trial(s) are no longer in the study (GRU seed 2, tanh seed 2)" in error[0]
+    assert not ray_starts  # refused as bad input, before Ray starts
+    assert files() == before  # nothing moved or written
