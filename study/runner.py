@@ -233,7 +233,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                 state = None
                 trials, plan = finalize_trials(spec, opts, exp_dir)
             (exp_dir / FINISHED).mkdir(parents=True, exist_ok=True)
-            moved = apply_adoption(TrialStore(exp_dir), plan, log=lambda line: print(line, flush=True))
+            apply_adoption(TrialStore(exp_dir), plan, log=lambda line: print(line, flush=True))
             if sources:
                 reuse_finished_trials(TrialStore(exp_dir), trials, sources, log=lambda line: print(line, flush=True))
             write_lines(study_dir / "test.ref", references)
@@ -243,7 +243,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
                                                              "trials": len(trials), "command": opts.command},
                                           parent_id=_stored_parent(opts, state, uri))
-            tracker.supersede_children(moved)
+            if spec.fields.search is None:  # (search samples keep their keys)
+                tracker.supersede_children({(trial.label, str(trial.seed)): trial.key for trial in trials})
             state = {"study": spec.name, "status": "running", "request": spec.tree,
                      "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
                      "fingerprint": spec.fingerprint, "tracking_uri": uri,

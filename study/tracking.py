@@ -251,25 +251,31 @@ class StudyTracker:
                 self._safe(self.client.log_artifact, run_id, str(path))
         self._safe(self.client.set_terminated, run_id, TERMINAL.get(record["status"], "FINISHED"))
 
-    def supersede_children(self, moved: dict[str, str]) -> int:
-        """Child runs of trials that moved to a new key (a larger budget, a new key scheme) are
-        tagged ``superseded_by`` and deleted (MLflow keeps deleted runs restorable): the trial's
-        run under its new key, which ``reconcile`` fills with its whole history, replaces them,
-        since a run's logged params (its old budget) cannot change."""
-        if not moved or self.parent_id is None or self.offline:
+    def supersede_children(self, current: dict[tuple[str, str], str]) -> int:
+        """Child runs of a row and seed whose trial now has another key (it moved to a new key:
+        a larger budget, a new key scheme) are tagged ``superseded_by`` and deleted (MLflow keeps
+        deleted runs restorable): the trial's run under its new key, which ``reconcile`` fills
+        with its whole history, replaces them, since a run's logged params (its old budget)
+        cannot change. ``current``: {(label, seed): key} of the study's trials. Found by row and
+        seed rather than by this driver's moves, so a driver killed after moving the trials and
+        before this step leaves nothing for the next one to miss."""
+        if not current or self.parent_id is None or self.offline:
             return 0
         retired = 0
-        for old, new in moved.items():
-            try:
-                found = self.client.search_runs(
-                    [self.experiment_id],
-                    filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}' and tags.trial_key = '{old}'")
-                for run in found:
-                    self.client.set_tag(run.info.run_id, "superseded_by", new)
-                    self.client.delete_run(run.info.run_id)
-                    retired += 1
-            except Exception as err:
-                self._failed(err)
+        try:
+            children = self.client.search_runs([self.experiment_id],
+                                               filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}'",
+                                               max_results=50_000)
+            for run in children:
+                tags = run.data.tags
+                new = current.get((tags.get("label"), tags.get("seed")))
+                if new is None or tags.get("trial_key") == new:
+                    continue
+                self.client.set_tag(run.info.run_id, "superseded_by", new)
+                self.client.delete_run(run.info.run_id)
+                retired += 1
+        except Exception as err:
+            self._failed(err)
         return retired
 
     def reconcile(self, records: list[dict]) -> None:

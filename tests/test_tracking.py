@@ -117,3 +117,24 @@ def test_the_parent_run_carries_the_table_per_row_and_whole(tmp_path):
     assert logged["columns"][:2] == ["label", "bleu_mean"] and [r[0] for r in logged["data"]] == list(rows["label"])
     assert logged["data"][2][1] is None  # no finished seed: empty, not NaN
     assert tracker.failures == 0
+
+
+def test_runs_of_trials_that_moved_to_new_keys_are_retired_by_any_later_driver(tmp_path):
+    from mlflow.entities import ViewType
+
+    tracker = StudyTracker(default_tracking_uri(tmp_path), "moved")
+    tracker.connect()
+    tracker.start_parent("fingerprint", {})
+    old_gru = tracker.child("old-gru", "GRU", 1, {"model": {"cell": "gru"}})
+    new_gru = tracker.child("new-gru", "GRU", 1, {"model": {"cell": "gru"}})
+    atr = tracker.child("atr", "ATR", 1, {"model": {"cell": "atr"}})
+    other_seed = tracker.child("gru-2", "GRU", 2, {"model": {"cell": "gru"}})
+    # the driver that moved GRU seed 1 to "new-gru" died before retiring its old run: the next
+    # driver finds it by row and seed; runs under their current keys, and rows not given, stay
+    current = {("GRU", "1"): "new-gru", ("ATR", "1"): "atr"}
+    assert tracker.supersede_children(current) == 1
+    assert tracker.supersede_children(current) == 0  # nothing left to retire
+    deleted = tracker.client.search_runs([tracker.experiment_id], "", run_view_type=ViewType.DELETED_ONLY)
+    assert [(r.info.run_id, r.data.tags["superseded_by"]) for r in deleted] == [(old_gru, "new-gru")]
+    active = {r.info.run_id for r in tracker.client.search_runs([tracker.experiment_id], "tags.trial_key != ''")}
+    assert active == {new_gru, atr, other_seed}
