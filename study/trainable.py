@@ -74,13 +74,15 @@ def train_trial(config: dict) -> None:
     cfg = config_from_dict(tree, source=f"trial {trial['label']} seed {trial['seed']}")
     key = trial_key(config)
     store = TrialStore(Path(trial["storage"]))
-    identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], "node_id": _node_id()}
     with store.hold(key):
+        finished = store.finished_metrics(key)
+        # a finished trial keeps the node that trained it (its committed record stays as it was)
+        node = (finished or {}).get("node_id") or _node_id()
+        identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], "node_id": node}
         # written again also for a finished trial: a record damaged since is made whole
         store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
                           "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
-                          "node_id": identity["node_id"]})
-        finished = store.finished_metrics(key)
+                          "node_id": node})
         if finished is not None:  # finished before the driver went away
             _report_final(finished, identity)
             return

@@ -282,6 +282,28 @@ def test_epoch_checkpointed_but_not_reported_at_a_kill_still_reaches_the_record(
     assert history[1]["trial_key"] == trial.key and math.isfinite(history[1]["valid_ppl"])
 
 
+def test_a_finished_trial_run_again_keeps_the_node_that_trained_it(tmp_path, cache_dir, monkeypatch):
+    """A resumed study hands its finished trials to workers again, which report their stored
+    results: the record must keep naming the node that trained the trial (committed records
+    otherwise change on every resume)."""
+    from study.spec import expand, load_study
+    from study.trainable import TRIAL, train_trial
+    from study.trial_store import TrialStore
+
+    path = tmp_path / "node.yaml"
+    path.write_text(grid_study("node", "  - {label: small, set: {}}", seeds=1, epochs=1))
+    (trial,) = expand(load_study(str(path)))
+    trial.storage = str(tmp_path / "store")
+    store = TrialStore(Path(trial.storage))
+    monkeypatch.setattr("study.trainable._node_id", lambda: "node-that-trained")
+    train_trial({TRIAL: trial.to_dict()})
+    record = (store.trial_dir(trial.key) / "trial.json").read_text()
+    monkeypatch.setattr("study.trainable._node_id", lambda: "node-of-the-resume")
+    train_trial({TRIAL: trial.to_dict()})
+    assert (store.trial_dir(trial.key) / "trial.json").read_text() == record
+    assert store.identity(trial.key)["node_id"] == store.finished_metrics(trial.key)["node_id"] == "node-that-trained"
+
+
 # --- 3: the results disk fills up, or turns read-only, mid-study ---------------------------
 
 
