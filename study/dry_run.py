@@ -61,22 +61,21 @@ def trial_seconds(timing: dict, trained: float = 0.0) -> tuple[float, float]:
 
 def stored_progress(store: TrialStore, trials: list[Trial], plan: list[Move]) -> dict[str, float | None]:
     """What a resumed run finds of each trial in ``store``, by the trial's key: None when it is
-    finished and stays so, else the epochs it has trained, which it continues from. ``plan``: the
-    stored trials an --extend moves to new keys (study.migration). Trials not stored are left out."""
+    finished and stays so, else the epochs it has trained, which it continues from its checkpoint.
+    ``plan``: the stored trials that move to new keys (study.migration). Trials that train from
+    the start (not stored, or stored without a checkpoint, as on a clone) are left out."""
     moves = {move.trial.key: move for move in plan}
     progress: dict[str, float | None] = {}
     for trial in trials:
         move = moves.get(trial.key)
         key = move.old if move else trial.key
-        if store.identity(key) is None:
-            continue
         if move and move.budget_raised:
             outcome = extension_outcome(store, key)
         else:  # the same trial, under its key or adopted under a new one
             outcome = "kept" if store.finished_metrics(key) is not None else "continued"
         if outcome == "kept":
             progress[trial.key] = None
-        elif outcome in ("continued", "reopened"):
+        elif outcome == "reopened" or (outcome == "continued" and store.resume_point(key)):
             last = store.last_progress(key)
             progress[trial.key] = float(last.get("epochs_trained", last.get("epoch", 0.0)) or 0.0)
     return progress

@@ -57,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "are not trained twice; repeatable")
     parser.add_argument("--dry-run", action="store_true",
                         help="show the rows, trials, budget per trial and an estimate of the total time (from a few "
-                             "timed training steps of each row's model on this machine; with --resume or --extend, of what is "
-                             "left to train); train and write nothing")
+                             "timed training steps of each row's model on this machine; with --resume or --extend, of what a grid "
+                             "or ablation study has left to train); train and write nothing")
     parser.add_argument("--verbose", action="store_true", help="show the trials' own output")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     return parser

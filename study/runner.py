@@ -167,10 +167,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     start = time.time()
 
     replace = False
-    flag = "--extend" if opts.extend else "--resume"
     if opts.resume:
-        if state is None or not exp_dir.is_dir():
-            raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
+        check_resumable(spec, opts, state, results_root, exp_dir)
     elif exp_dir.exists() or state is not None:
         if is_smoke_run(state):  # a check, not a result: the next run, smoke or full, replaces it
             print(f"replacing the --smoke run's results of {spec.name} in {results_root}", flush=True)
@@ -196,17 +194,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
     references, stats = prepare_data(spec, opts)
     if opts.resume:
-        # compared as any machine sees them: data files by content and base name, no cache
-        # directory (a clone elsewhere with the corpus at another path continues the study)
-        before = state.get("portable_request") or portable_tree(state.get("request", {}))
-        changes = tree_changes(before, portable_tree(spec.tree))
-        if opts.extend:
-            check_extension_changes(spec, state, changes)
-        elif changes:
-            raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
-                            f"resume with the same file and options, --extend if it only gained rows, seeds or "
-                            f"epochs (the finished trials are kept or continued), or start it over with --fresh "
-                            f"(or copy the file under a new name to keep both)")
+        check_resumable_changes(spec, opts, state)
     sources = reuse_sources(spec, list(opts.reuse_from), results_root)
     uri = tracking_uri(opts, state, results_root)
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts",
@@ -244,7 +232,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                                                              "trials": len(trials), "command": opts.command},
                                           parent_id=_stored_parent(opts, state, uri))
             if spec.fields.search is None:  # (search samples keep their keys)
-                tracker.supersede_children({(trial.label, str(trial.seed)): trial.key for trial in trials})
+                tracker.supersede_children({(trial.label, str(trial.seed)): trial.key for trial in trials},
+                                           set(TrialStore(exp_dir).keys()))
             state = {"study": spec.name, "status": "running", "request": spec.tree,
                      "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
                      "fingerprint": spec.fingerprint, "tracking_uri": uri,
@@ -307,6 +296,28 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     finally:
         if stopping is not None:
             stopping.join()  # Ray is down when the study returns (a next ray.init must not race it)
+
+
+def check_resumable(spec: StudySpec, opts: RunOptions, state: dict | None, results_root: Path, exp_dir: Path) -> None:
+    """--resume and --extend need a stored run of the study."""
+    if state is None or not exp_dir.is_dir():
+        flag = "--extend" if opts.extend else "--resume"
+        raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
+
+
+def check_resumable_changes(spec: StudySpec, opts: RunOptions, state: dict) -> None:
+    """--resume continues the study as it started; --extend lets it gain rows, seeds or epochs."""
+    # compared as any machine sees them: data files by content and base name, no cache
+    # directory (a clone elsewhere with the corpus at another path continues the study)
+    before = state.get("portable_request") or portable_tree(state.get("request", {}))
+    changes = tree_changes(before, portable_tree(spec.tree))
+    if opts.extend:
+        check_extension_changes(spec, state, changes)
+    elif changes:
+        raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "
+                        f"resume with the same file and options, --extend if it only gained rows, seeds or "
+                        f"epochs (the finished trials are kept or continued), or start it over with --fresh "
+                        f"(or copy the file under a new name to keep both)")
 
 
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'
@@ -536,11 +547,20 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     resources = trial_resources(spec, opts)
     cpus = opts.num_cpus or os.cpu_count() or 1
     concurrency = opts.max_concurrent or max(1, int(cpus // resources["cpu"]))
-    store = TrialStore(experiment_dir(opts.results.resolve(), spec.name))
+    results_root = opts.results.resolve()
+    exp_dir = experiment_dir(results_root, spec.name)
+    store = TrialStore(exp_dir)
     stored = None
-    if opts.resume and spec.fields.search is None:  # only what is left of the study counts
-        trials = expand(spec)
-        stored = stored_progress(store, trials, plan_adoption(store, trials))
+    if opts.resume:  # only what is left of the study counts, and what the run would refuse is refused
+        state = read_state(results_root / spec.name)
+        check_resumable(spec, opts, state, results_root, exp_dir)
+        check_resumable_changes(spec, opts, state)
+        if spec.fields.search is None:
+            trials = expand(spec)
+            plan = plan_adoption(store, trials)
+            if opts.extend:
+                check_extension(spec, trials, exp_dir, plan)
+            stored = stored_progress(store, trials, plan)
     return dry_run(spec, stats, resources["cpu"], concurrency, log=lambda line: print(line, flush=True),
                    reused=reusable_keys(expand(spec), sources, store), stored=stored)
 

@@ -251,31 +251,36 @@ class StudyTracker:
                 self._safe(self.client.log_artifact, run_id, str(path))
         self._safe(self.client.set_terminated, run_id, TERMINAL.get(record["status"], "FINISHED"))
 
-    def supersede_children(self, current: dict[tuple[str, str], str]) -> int:
-        """Child runs of a row and seed whose trial now has another key (it moved to a new key:
-        a larger budget, a new key scheme) are tagged ``superseded_by`` and deleted (MLflow keeps
-        deleted runs restorable): the trial's run under its new key, which ``reconcile`` fills
-        with its whole history, replaces them, since a run's logged params (its old budget)
-        cannot change. ``current``: {(label, seed): key} of the study's trials. Found by row and
-        seed rather than by this driver's moves, so a driver killed after moving the trials and
-        before this step leaves nothing for the next one to miss."""
+    def supersede_children(self, current: dict[tuple[str, str], str], stored: set[str]) -> int:
+        """Child runs of a trial that moved to a new key (a larger budget, a new key scheme) are
+        tagged ``superseded_by`` and deleted (MLflow keeps deleted runs restorable): the trial's
+        run under its new key, which ``reconcile`` fills with its whole history, replaces them,
+        since a run's logged params (its old budget) cannot change. ``current``: {(label, seed):
+        key} of the study's trials; ``stored``: the keys in the trial store. A run is retired when
+        its row and seed are a trial's with another key and nothing is stored under its own key
+        any more - found so rather than from this driver's moves, so that a driver killed between
+        the move and this step leaves nothing for the next one to miss."""
         if not current or self.parent_id is None or self.offline:
             return 0
-        retired = 0
         try:
             children = self.client.search_runs([self.experiment_id],
                                                filter_string=f"tags.mlflow.parentRunId = '{self.parent_id}'",
                                                max_results=50_000)
-            for run in children:
-                tags = run.data.tags
-                new = current.get((tags.get("label"), tags.get("seed")))
-                if new is None or tags.get("trial_key") == new:
-                    continue
+        except Exception as err:
+            self._failed(err)
+            return 0
+        keys, retired = set(current.values()), 0
+        for run in children:
+            tags = run.data.tags
+            old, new = tags.get("trial_key"), current.get((tags.get("label"), tags.get("seed")))
+            if new is None or old in keys or old in stored:
+                continue
+            try:
                 self.client.set_tag(run.info.run_id, "superseded_by", new)
                 self.client.delete_run(run.info.run_id)
                 retired += 1
-        except Exception as err:
-            self._failed(err)
+            except Exception as err:
+                self._failed(err)
         return retired
 
     def reconcile(self, records: list[dict]) -> None:

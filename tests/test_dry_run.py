@@ -54,7 +54,7 @@ def _stored(store, trial, epochs: float, stop_reason: str | None = None, final_s
                             "config": trial.config})
     store.progress(trial.key, {"epoch": epochs, "epochs_trained": epochs})
     checkpoint = store.run_dir(trial.key) / "checkpoint"
-    checkpoint.mkdir(parents=True)
+    checkpoint.mkdir(parents=True, exist_ok=True)
     if final_state:
         (checkpoint / "state.pt").write_bytes(b"state after the last epoch")
     if stop_reason:
@@ -75,6 +75,10 @@ def test_a_resumed_study_counts_only_what_is_left(tmp_path):
     trials = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))
     progress = stored_progress(store, trials, plan_adoption(store, trials))
     assert progress == {lstm.key: None, gru.key: None, atr.key: 1.0}  # --resume: two finished, one at epoch 1
+    # on a clone, an unfinished trial's record comes without its checkpoint: it trains from the start
+    (store.run_dir(atr.key) / "checkpoint" / "state.pt").unlink()
+    assert atr.key not in stored_progress(store, trials, plan_adoption(store, trials))
+    _stored(store, atr, 1.0)
 
     # --extend to 5 epochs: the trial the old budget stopped continues from epoch 3, the early stop stays
     longer = expand(load_study("cells", ["seeds=1", "budget.epochs=5"]))
@@ -94,16 +98,29 @@ def test_dry_run_of_a_resume_leaves_finished_trials_out(tmp_path, cache_dir, cap
     from study.spec import expand
     from study.trial_store import TrialStore
 
+    from nmt.cli import run_main
+    from study.runner import RunOptions, prepare_data, write_state
+    from study.spec import portable_tree
+
     results = tmp_path / "results"
+    args = ["cells", "--smoke", "--dry-run", "--results", str(results), "--cpus", "2"]
+    assert run_main(main, [*args, "--resume"]) == 2  # nothing stored yet: refused as the run would be
+    assert "nothing to resume" in capsys.readouterr().err
     spec = load_study("cells", smoke_run=True)
+    prepare_data(spec, RunOptions(results=results), log=lambda line: None)  # the request as a run stores it
+    write_state(results / "cells", {"study": "cells", "status": "running", "request": spec.tree,
+                                    "portable_request": portable_tree(spec.tree)})
     store = TrialStore(experiment_dir(results, "cells"))
     lstm, gru = expand(spec)[:2]
     _stored(store, lstm, 1, "max epochs")
     _stored(store, gru, 0.5)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    assert main(["cells", "--smoke", "--dry-run", "--resume", "--results", str(results), "--cpus", "2"]) == 0
+    assert main([*args, "--resume"]) == 0
     out = capsys.readouterr().out
     units = len(spec.fields.grid["model.cell"])
     assert f"= {units} trials (1 finished, 1 to continue, {units - 2} to train);" in out
     assert "\nLSTM " not in out and "\nGRU " in out and "(the epochs they have left)" in out
+    # a changed study is refused as --resume would refuse it
+    assert run_main(main, [*args, "--resume", "--set", "model.hidden=8"]) == 2
+    assert "the study changed since it started (base.model.hidden" in capsys.readouterr().err
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

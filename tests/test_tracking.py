@@ -129,12 +129,15 @@ def test_runs_of_trials_that_moved_to_new_keys_are_retired_by_any_later_driver(t
     new_gru = tracker.child("new-gru", "GRU", 1, {"model": {"cell": "gru"}})
     atr = tracker.child("atr", "ATR", 1, {"model": {"cell": "atr"}})
     other_seed = tracker.child("gru-2", "GRU", 2, {"model": {"cell": "gru"}})
+    kept = tracker.child("kept-here", "RAN", 1, {"model": {"cell": "ran"}})
     # the driver that moved GRU seed 1 to "new-gru" died before retiring its old run: the next
-    # driver finds it by row and seed; runs under their current keys, and rows not given, stay
-    current = {("GRU", "1"): "new-gru", ("ATR", "1"): "atr"}
-    assert tracker.supersede_children(current) == 1
-    assert tracker.supersede_children(current) == 0  # nothing left to retire
+    # driver finds it by row and seed; runs under their current keys, and rows not given, stay,
+    # as does the run of a trial still stored under its old key (one adoption left where it was)
+    current = {("GRU", "1"): "new-gru", ("ATR", "1"): "atr", ("RAN", "1"): "ran-new"}
+    stored = {"new-gru", "atr", "gru-2", "kept-here"}
+    assert tracker.supersede_children(current, stored) == 1
+    assert tracker.supersede_children(current, stored) == 0  # nothing left to retire
     deleted = tracker.client.search_runs([tracker.experiment_id], "", run_view_type=ViewType.DELETED_ONLY)
     assert [(r.info.run_id, r.data.tags["superseded_by"]) for r in deleted] == [(old_gru, "new-gru")]
     active = {r.info.run_id for r in tracker.client.search_runs([tracker.experiment_id], "tags.trial_key != ''")}
-    assert active == {new_gru, atr, other_seed}
+    assert active == {new_gru, atr, other_seed, kept}
