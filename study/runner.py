@@ -550,19 +550,19 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     results_root = opts.results.resolve()
     exp_dir = experiment_dir(results_root, spec.name)
     store = TrialStore(exp_dir)
+    trials = expand(spec)
     stored = None
     if opts.resume:  # only what is left of the study counts, and what the run would refuse is refused
         state = read_state(results_root / spec.name)
         check_resumable(spec, opts, state, results_root, exp_dir)
         check_resumable_changes(spec, opts, state)
         if spec.fields.search is None:
-            trials = expand(spec)
             plan = plan_adoption(store, trials)
             if opts.extend:
                 check_extension(spec, trials, exp_dir, plan)
             stored = stored_progress(store, trials, plan)
     return dry_run(spec, stats, resources["cpu"], concurrency, log=lambda line: print(line, flush=True),
-                   reused=reusable_keys(expand(spec), sources, store), stored=stored)
+                   reused=reusable_keys(trials, sources, store), stored=stored)
 
 
 def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:

@@ -76,9 +76,9 @@ def train_trial(config: dict) -> None:
     store = TrialStore(Path(trial["storage"]))
     with store.hold(key):
         finished = store.finished_metrics(key)
-        # a finished trial keeps the node that trained it (its committed record stays as it was)
-        node = ((finished or {}).get("node_id") or (store.identity(key) or {}).get("node_id")
-                or _node_id()) if finished is not None else _node_id()
+        node = _node_id()
+        if finished is not None:  # it keeps the node that trained it (its committed record stays as it was)
+            node = finished.get("node_id") or (store.identity(key) or {}).get("node_id") or node
         identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], "node_id": node}
         # written again also for a finished trial: a record damaged since is made whole
         store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
