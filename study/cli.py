@@ -29,7 +29,8 @@ class Command:
 STUDY_COMMANDS = {
     "run": Command("study.run", "run a study on Ray Tune, tracked in MLflow (--dry-run: estimate its time first; "
                                 "--smoke: a quick check)"),
-    "list": Command("study.list", "the built-in studies: kind, trials, budget per trial, which results exist"),
+    "list": Command("study.list", "the built-in studies: kind, trials, budget per trial, which results exist; "
+                                  "with NAME, where each of its trials stands"),
     "table": Command("study.table", "rebuild a study's tables and plots from its stored results, without training"),
     "compare": Command("study.compare", "one table and one bar figure across several studies"),
     "report": Command("study.report", "(re)write a study's self-contained HTML report"),

@@ -1,5 +1,6 @@
 """``python -m study.list``: the built-in studies, their size and budget, and which results of
-each exist."""
+each exist; ``python -m study.list NAME``: where each trial of one study stands
+(``study.trial_progress``)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog=program_name("study.list"),
         description="List the built-in studies (search_spaces/*.yaml): kind, number of trials, budget per "
-                    "trial, which results exist (finished or running, and where) and what each reproduces.")
+                    "trial, which results exist (finished or running, and where) and what each reproduces. "
+                    "With a study's NAME: where each of its trials stands (finished, part-way at which epoch, "
+                    "not started), its best epoch, best validation BLEU, test BLEU and time so far.")
+    parser.add_argument("study", nargs="?", metavar="NAME",
+                        help="a study's name, multi30k/NAME or study file: show its trials instead")
     parser.add_argument("--results", type=Path, action="append", metavar="DIR",
                         help="look for results in DIR (repeatable; default: results, results/smoke, "
                              "results/reference)")
@@ -31,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     from study.spec import SPACES_DIR, builtin_studies, count_trials, load_study
 
     places = args.results or list(DEFAULT_PLACES)
+    if args.study:
+        return show_trials(places, args.study)
     studies = [(name, name) for name in builtin_studies()]
     # the converged reference studies ship as files run by path; listed by it, after the built-ins
     studies += [(f"{REFERENCE_FOLDER}/{path.stem}", str(path))
@@ -48,7 +55,18 @@ def main(argv: list[str] | None = None) -> int:
           f"2-minute check)\n{REFERENCE_FOLDER}/NAME: the converged reference runs on Multi30k, from the repository "
           f"root: python -m study.run search_spaces/{REFERENCE_FOLDER}/NAME.yaml --results results/reference "
           f"(hours each; --resume continues one; study.table and --reuse-from take the bare NAME)\n"
-          f"rebuild a table with: python -m study.table NAME [--results DIR]")
+          f"rebuild a table with: python -m study.table NAME [--results DIR]\n"
+          f"where each trial of one stands: python -m study.list NAME [--results DIR]")
+    return 0
+
+
+def show_trials(places: list[Path], argument: str) -> int:
+    from study.trial_progress import require_stored, study_name, trial_progress
+
+    name = study_name(argument)
+    for number, place in enumerate(require_stored(places, name)):
+        print(("\n" if number else "") + f"{name} in {place}: {results_state(place, name)}")
+        print("\n".join(trial_progress(place, name, running=driver_alive(place, name))))
     return 0
 
 

@@ -74,3 +74,95 @@ def test_list_shows_the_multi30k_reference_studies_after_the_builtins(tmp_path, 
     assert names[names.index(reference[0]):names.index(reference[0]) + len(reference)] == reference
     assert "36 (12 rows x 3 seeds)" in _row(out, "multi30k/context_gates_m30k")
     assert "python -m study.run search_spaces/multi30k/NAME.yaml --results results/reference" in out
+
+
+def _store_with_every_trial_state(place):
+    """depth_srnmt (6 rows x 2 seeds) part-way: a finished trial still improving at its last
+    epoch, one converged, a paused one with its checkpoint, one without (as on a clone), a
+    failed one and one kept under a key another code version gave it; the rest not started."""
+    from study.results import experiment_dir
+    from study.spec import expand, spec_from_dict
+    from study.trial_store import TrialStore
+
+    state = json.loads((ROOT / "results" / "reference" / "depth_srnmt" / "study.json").read_text())
+    (place / "depth_srnmt").mkdir(parents=True)
+    (place / "depth_srnmt" / "study.json").write_text(json.dumps({**state, "status": "running"}))
+    trials = expand(spec_from_dict(state["spec"], source="test"))
+    store = TrialStore(experiment_dir(place, "depth_srnmt"))
+
+    def start(trial, key=None):
+        key = key or trial.key
+        store.start(key, {"key": key, "label": trial.label, "row": trial.row, "seed": trial.seed,
+                          "config": trial.config, "params": {}, "sample": None})
+        return key
+
+    def finish(trial, epochs, best, test_bleu):
+        start(trial)
+        contents = place / "contents"
+        contents.mkdir(exist_ok=True)
+        store.install_finished(trial.key, contents, {"status": "ok", "stop_reason": "max epochs", "epochs": epochs,
+                                                     "best_epoch": best, "valid_bleu": 20.5, "test_bleu": test_bleu,
+                                                     "elapsed_seconds": 3600.0})
+
+    def part_way(trial, epoch, checkpoint, key=None):
+        key = start(trial, key)
+        store.progress(key, {"epoch": epoch, "epochs_trained": epoch, "best_epoch": epoch - 1,
+                             "best_valid_bleu": 12.25, "elapsed_s": 600.0})
+        if checkpoint:
+            (store.run_dir(key) / "checkpoint").mkdir(parents=True)
+            (store.run_dir(key) / "checkpoint" / "state.pt").write_bytes(b"")
+
+    finish(trials[0], 3, 3, 23.5)
+    finish(trials[1], 3, 2, 24.25)
+    part_way(trials[2], 2, checkpoint=True)
+    part_way(trials[3], 1, checkpoint=False)
+    start(trials[4])
+    store.give_up(trials[4].key, "failed", "RuntimeError: out of memory")
+    part_way(trials[5], 2, checkpoint=True, key="0ldk3y000000")
+    return trials
+
+
+def test_list_name_shows_where_each_trial_stands(tmp_path, capsys):
+    place = tmp_path / "results"
+    trials = _store_with_every_trial_state(place)
+    assert study_list.main(["multi30k/depth_srnmt", "--results", str(tmp_path / "elsewhere"),
+                            "--results", str(place)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"depth_srnmt in {place}: stopped (2/12 trials done)"
+    assert lines[1].split()[:3] == ["row", "seed", "state"]
+    rows = [line.split("  ") for line in lines[2:]]
+    cells = [[cell.strip() for cell in row if cell.strip()] for row in rows]
+    assert cells[0] == [trials[0].label, "1", "finished (max epochs)", "3", "3 †", "20.50", "23.50", "1h00m00s"]
+    assert cells[1] == [trials[1].label, "2", "finished (max epochs)", "3", "2", "20.50", "24.25", "1h00m00s"]
+    assert cells[2] == [trials[2].label, "1", "paused (--resume continues it)", "2", "1", "12.25", "-", "10m00s"]
+    assert cells[3][2:5] == ["paused, no checkpoint here", "1", "0"]
+    assert cells[4][2] == "failed: RuntimeError: out of memory"
+    assert cells[5][:3] == [trials[5].label, "2", "paused (--resume continues it)"]  # matched by row and seed
+    # the six trials not started, one line per row
+    assert [c[:3] for c in cells[6:9]] == [[t.label, "1, 2", "not started"] for t in trials[6::2]]
+    assert cells[9][0] == ("2 finished, 3 paused, 1 failed, 6 not started; trial time so far 2h30m00s; "
+                            "budget per trial: 3 epochs")
+    assert cells[10][0].startswith("† best epoch = last epoch (1 trial)")
+    assert cells[11][0].startswith("paused, no checkpoint here: committed records carry none")
+    assert len(cells) == 12
+
+
+def test_list_name_of_a_running_study_and_of_committed_records(tmp_path, capsys):
+    place = tmp_path / "results"
+    _store_with_every_trial_state(place)
+    (place / ".depth_srnmt.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+    assert study_list.main(["search_spaces/depth_srnmt.yaml", "--results", str(place)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("in progress") == 4 and "paused" not in out
+    # committed results keep no trial store: the records next to their tables are read
+    assert study_list.main(["depth_srnmt", "--results", str(ROOT / "results" / "reference")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("finished (max epochs)") == 12 and "12 finished, 0 not started" in out
+
+
+def test_list_name_without_results_says_where_it_looked(tmp_path, capsys):
+    code = study_list.run_main(study_list.main, ["depth_srnmt", "--results", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (f"error: no results of study 'depth_srnmt' in {tmp_path}: run it first "
+                   f"(python -m study.run depth_srnmt), or name where it ran with --results DIR\n")
