@@ -12,11 +12,11 @@ from nmt.durations import clock
 from nmt.errors import UserError
 from study.results import experiment_dir, load_records, load_saved_records
 from study.stored import read_study_state
+from study.list import budget
 from study.spec import expand, spec_from_dict
-from study.tables import still_improving
+from study.tables import STILL_IMPROVING, still_improving
 from study.trial_store import TrialStore
 
-STILL_IMPROVING = "†"
 HEADER = ("row", "seed", "state", "epochs", "best epoch", "best valid BLEU", "test BLEU", "trial time")
 
 
@@ -82,10 +82,16 @@ def _line(record: dict, running: bool, has_checkpoint: bool) -> tuple[str, ...]:
         if status != "ok":
             state += f", {status}"
     best_text = _number(best, "{:.0f}") + (f" {STILL_IMPROVING}" if still_improving(record) else "")
-    seconds = m.get("elapsed_seconds", m.get("elapsed_s"))
+    seconds = _trained_seconds(m)
     return (record["label"], str(record["seed"]), state, _number(epochs, "{:g}"), best_text,
             _number(m.get("best_valid_bleu", m.get("valid_bleu")), "{:.2f}"), _number(m.get("test_bleu"), "{:.2f}"),
-            clock(seconds) if isinstance(seconds, (int, float)) else "-")
+            clock(seconds) if seconds is not None else "-")
+
+
+def _trained_seconds(metrics: dict) -> float | None:
+    """A finished trial's time (elapsed_seconds), else the time up to its last epoch (elapsed_s)."""
+    seconds = metrics.get("elapsed_seconds", metrics.get("elapsed_s"))
+    return float(seconds) if isinstance(seconds, (int, float)) else None
 
 
 def _number(value, form: str) -> str:
@@ -106,14 +112,8 @@ def _summary(records: list[dict], waiting: list, spec, running: bool, resumable:
         parts.append(f"{left} sample{'s' if left != 1 else ''} not drawn yet")
     else:
         parts.append(f"{len(waiting)} not started")
-    seconds = sum(float(r["metrics"].get("elapsed_seconds", r["metrics"].get("elapsed_s")) or 0) for r in records)
-    budget = spec.fields.budget
-    limits = [f"{value:g} {name}" for name, value in (("epochs", budget.epochs), ("steps", budget.steps),
-                                                      ("tokens", budget.tokens)) if value is not None]
-    if budget.patience is not None:
-        limits.append(f"patience {budget.patience:g}")
-    lines = [f"{', '.join(parts)}; trial time so far {clock(seconds)}"
-             + (f"; budget per trial: {', '.join(limits)}" if limits else "")]
+    seconds = sum(_trained_seconds(r["metrics"]) or 0.0 for r in records)
+    lines = [f"{', '.join(parts)}; trial time so far {clock(seconds)}; budget per trial: {budget(spec)}"]
     if improving := sum(still_improving(r) for r in records):
         lines.append(f"{STILL_IMPROVING} best epoch = last epoch ({improving} trial{'s' if improving > 1 else ''}): "
                      f"still improving when its budget ended, so not converged")
