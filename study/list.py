@@ -65,8 +65,9 @@ def show_trials(places: list[Path], argument: str) -> int:
 
     name = study_name(argument)
     for number, place in enumerate(require_stored(places, name)):
+        lines = trial_progress(place, name, running=driver_alive(place, name))  # a bad record stops before output
         print(("\n" if number else "") + f"{name} in {place}: {results_state(place, name)}")
-        print("\n".join(trial_progress(place, name, running=driver_alive(place, name))))
+        print("\n".join(lines))
     return 0
 
 

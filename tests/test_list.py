@@ -166,3 +166,13 @@ def test_list_name_without_results_says_where_it_looked(tmp_path, capsys):
     assert code == 2
     assert err == (f"error: no results of study 'depth_srnmt' in {tmp_path}: run it first "
                    f"(python -m study.run depth_srnmt), or name where it ran with --results DIR\n")
+
+
+def test_list_name_of_a_damaged_study_state_is_one_line_and_no_table(tmp_path, capsys):
+    (tmp_path / "depth_srnmt").mkdir()
+    (tmp_path / "depth_srnmt" / "study.json").write_text("not json")
+    code = study_list.run_main(study_list.main, ["depth_srnmt", "--results", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {tmp_path / 'depth_srnmt' / 'study.json'}: unreadable study state (")
+    assert len(err.splitlines()) == 1
