@@ -177,7 +177,7 @@ def render_report(study_dir: Path, state: dict, table: StudyTable) -> str:
 
 def write_html_report(study_dir: Path, table: StudyTable | None = None) -> Path:
     """``<study_dir>/report.html``. ``table`` is the study's table when the caller has just built
-    it (study.runner); without it the table is rebuilt from the stored trial records."""
+    it (study.exports); without it the table is rebuilt from the stored trial records."""
     study_dir = Path(study_dir)
     state = read_study_state(study_dir)
     if table is None:

@@ -21,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from study.results import experiment_dir, load_records, load_saved_records
-    from study.runner import read_state, write_command, write_exports
+    from study.exports import write_command, write_exports
+    from study.runner import read_state
     from study.ownership import owned_path
     from study.spec import STUDY_NAME, spec_from_dict, study_path
     from study.tables import warnings as table_warnings

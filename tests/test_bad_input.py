@@ -308,7 +308,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, cache_dir, ca
     args = argv(tmp_path)
     before = _listing(tmp_path)
     ray_starts = []
-    monkeypatch.setattr("study.runner._start_ray", ray_starts.append)  # refused before Ray starts, or it would
+    monkeypatch.setattr("study.ray_setup.start_ray", ray_starts.append)  # refused before Ray starts, or it would
     code = run_main(_main(module), args)
     captured = capsys.readouterr()
     assert code == 2, (name, captured.err, captured.out[-2000:])

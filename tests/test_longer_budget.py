@@ -105,7 +105,7 @@ def test_only_more_epochs_let_a_trial_continue():
 
 def test_extend_refuses_a_smaller_budget():
     from nmt.errors import UserError
-    from study.runner import check_extension_changes
+    from study.resume_checks import check_extension_changes
 
     spec = load_study("cells", ["budget.epochs=5"])
     state = {"spec": {"budget": {"epochs": 12}}}
@@ -157,7 +157,7 @@ def test_a_rekey_cut_short_after_the_finished_result_moved_is_adopted_again(tmp_
 def test_an_extension_refused_for_a_dropped_seed_moves_no_stored_trial(tmp_path):
     from nmt.errors import UserError
     from study.migration import plan_adoption
-    from study.runner import check_extension
+    from study.resume_checks import check_extension
 
     old = expand(load_study("cells", ["seeds=2", "budget.epochs=3"]))
     store = TrialStore(tmp_path)
@@ -194,7 +194,7 @@ def test_an_extension_that_drops_a_stored_trial_is_refused_before_ray_starts(tmp
 
     before = files()
     ray_starts = []
-    monkeypatch.setattr("study.runner._start_ray", ray_starts.append)
+    monkeypatch.setattr("study.ray_setup.start_ray", ray_starts.append)
     code = run_main(main, [str(path), "--extend", "--seeds", "1", "--set", "budget.epochs=2",
                            "--results", str(results), "--cpus", "2"])
     error = capsys.readouterr().err.strip().splitlines()

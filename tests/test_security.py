@@ -55,8 +55,9 @@ def test_every_documented_server_binds_to_localhost():
     assert len(servers) >= 3
     for line in servers:
         assert "127.0.0.1" in line, line
-    runner = (ROOT / "study" / "runner.py").read_text(encoding="utf-8")
-    assert '"include_dashboard": False' in runner and "--host 127.0.0.1" in runner
+    ray_setup = (ROOT / "study" / "ray_setup.py").read_text(encoding="utf-8")
+    runner = (ROOT / "study" / "runner.py").read_text(encoding="utf-8")  # prints the MLflow UI command
+    assert '"include_dashboard": False' in ray_setup and "--host 127.0.0.1" in runner
 
 
 def test_yaml_with_python_tags_is_refused_not_executed(tmp_path):

@@ -84,7 +84,8 @@ def test_status_text_and_pareto_front():
 
 
 def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
-    from study.runner import write_exports, write_state
+    from study.exports import write_exports
+    from study.runner import write_state
     from study.spec import expand, load_study, spec_to_dict
 
     spec = load_study("depth_srnmt")
@@ -109,7 +110,7 @@ def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
 
 
 def test_a_line_plot_draws_one_line_per_value_of_the_other_axes(tmp_path):
-    from study.runner import line_series
+    from study.exports import line_series
     from study.spec import expand, load_study
 
     path = tmp_path / "two_axes.yaml"

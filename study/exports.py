@@ -1,0 +1,82 @@
+"""A study's outputs beside its trial records: tables, plots, the HTML report and the command that
+produced them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.config import config_from_dict, model_option
+from nmt.fileio import write_lines
+from study import plots
+from study.labels import axis_name, display_value
+from study.report import write_html_report
+from study.results import load_saved_records, save_records
+from study.spec import StudySpec, expand, varied_keys
+from study.stored import table_layout
+from study.tables import StudyTable, build_table, export
+
+
+def write_command(study_dir: Path, command: str) -> None:
+    """The exact command that produced the results, beside them (also in study.json)."""
+    if command:
+        write_lines(study_dir / "command.txt", [command])
+
+
+def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None,
+                  study_dir: Path) -> tuple[list[Path], StudyTable]:
+    """Tables (md, csv, tex, trials.csv), plots (png, pdf), the HTML report and the trial records
+    (trials.jsonl, hyps/)."""
+    save_records(records, study_dir)
+    records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
+    layout = table_layout(spec)
+    title = layout.title
+    table = build_table(records, title, layout.reference, references, layout.row_order)
+    outputs = export(table, study_dir)
+    if len(table.rows):
+        outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png", table.trials, table.reference)
+        outputs += plots.speed_plot(table.rows, title, study_dir / "bleu_vs_speed.png")
+        if spec.fields.table.plot == "line" and spec.kind != "search":
+            x_key = spec.fields.table.x
+            by_label = {t.label: t for t in expand(spec)}
+            configs = [by_label[label].config for label in table.rows["label"]]
+            outputs += plots.line_plot(table.rows, [_lookup(config, x_key) for config in configs], axis_name(x_key),
+                                       title, study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png",
+                                       line_series(spec, configs, x_key))
+    outputs.append(write_html_report(study_dir, table))  # last: it embeds the figures above
+    return outputs, table
+
+
+def shown_path(path: Path) -> str:
+    """A path relative to the working directory when it is inside it."""
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def line_series(spec: StudySpec, configs: list[dict], x_key: str) -> list[str]:
+    """The line each row belongs to in a plot over ``x_key``: the values of the study's keys that
+    vary independently of x ("GRU", "ATR" in a depth x unit grid; one line, "", when none do,
+    e.g. a depth axis that links encoder and decoder layers)."""
+    others = [key for key in varied_keys(spec) if key != x_key and _varies_beside(configs, x_key, key)]
+    return [" ".join(display_value(key, _lookup(config, key)) for key in others) for config in configs]
+
+
+def _varies_beside(configs: list[dict], x_key: str, key: str) -> bool:
+    """True when two rows share their x value but not their value of ``key``."""
+    seen: dict = {}
+    for config in configs:
+        seen.setdefault(repr(_lookup(config, x_key)), set()).add(repr(_lookup(config, key)))
+    return any(len(values) > 1 for values in seen.values())
+
+
+def _lookup(tree: dict, dotted: str):
+    """The value of a dotted key in a trial config; a unit option named in the old flat form
+    (model.order) is found under its unit (model.fsmn.order)."""
+    node = tree
+    try:
+        for part in dotted.split("."):
+            node = node[part]
+        return node
+    except (KeyError, TypeError):
+        found = model_option(config_from_dict(tree, source="trial config").model, dotted)
+        if found is None:
+            raise
+        return found[1]
