@@ -43,13 +43,23 @@ def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:
     return {"cpu": spec.fields.resources.cpu, "gpu": gpu}
 
 
+def local_cpus(opts: RunOptions) -> int:
+    """The CPUs of the local Ray instance: --cpus, else this machine's."""
+    return opts.num_cpus or os.cpu_count() or 1
+
+
+def trials_at_once(resources: dict, opts: RunOptions) -> int:
+    """How many trials run side by side: --max-concurrent, else as many as the local CPUs hold."""
+    return opts.max_concurrent or max(1, int(local_cpus(opts) // resources["cpu"]))
+
+
 def _gpu_source(opts: RunOptions) -> str:
     return f"--gpus-per-trial {opts.gpus_per_trial}" if opts.gpus_per_trial is not None else "resources.gpu"
 
 
 def check_local_fit(resources: dict, opts: RunOptions) -> None:
     """A trial that no local resource can hold would wait forever in Ray's queue: refuse it now."""
-    cpus = opts.num_cpus or os.cpu_count() or 1
+    cpus = local_cpus(opts)
     if resources["cpu"] > cpus:
         raise UserError(f"resources.cpu = {resources['cpu']:g}: a trial needs more CPUs than the local Ray instance "
                         f"has ({cpus}); lower it (--set resources.cpu={cpus}) or raise --cpus")

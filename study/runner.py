@@ -37,7 +37,8 @@ from study.migration import Move, apply_adoption, plan_adoption
 from study.options import RunOptions
 from study.ownership import StudyLock, owned_path
 from study.provenance import environment
-from study.ray_setup import check_address, check_cluster_fit, check_local_fit, start_services, trial_resources
+from study.ray_setup import (check_address, check_cluster_fit, check_local_fit, start_services, trial_resources,
+                              trials_at_once)
 from study.results import experiment_dir, load_records
 from study.resume_checks import check_extension, check_resumable, check_resumable_changes, resume_command, study_argument
 from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
@@ -330,8 +331,7 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     sources = reuse_sources(spec, list(opts.reuse_from), opts.results.resolve())
     _, stats = prepare_data(spec, opts)
     resources = trial_resources(spec, opts)
-    cpus = opts.num_cpus or os.cpu_count() or 1
-    concurrency = opts.max_concurrent or max(1, int(cpus // resources["cpu"]))
+    concurrency = trials_at_once(resources, opts)
     results_root = opts.results.resolve()
     exp_dir = experiment_dir(results_root, spec.name)
     store = TrialStore(exp_dir)

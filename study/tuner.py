@@ -4,12 +4,11 @@ that record and track them, and ASHA when the study asks for it."""
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
 from pathlib import Path
 
 from study.options import RunOptions
-from study.ray_setup import trial_resources
+from study.ray_setup import trial_resources, trials_at_once
 from study.spec import StudySpec, Trial
 from study.storage import StorageStopper
 from study.tracking import StudyTracker
@@ -41,7 +40,7 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     else:
         total = len(trials)
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
-    concurrency = opts.max_concurrent or max(1, int((opts.num_cpus or os.cpu_count() or 1) // resources["cpu"]))
+    concurrency = trials_at_once(resources, opts)
     store = TrialStore(exp_dir)
     callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
                  ProgressCallback(total, metric.name, metric.mode, concurrency)]
