@@ -36,7 +36,6 @@ from study.trial_store import TrialStore
 RAISABLE = ("max_epochs",)  # the train config keys a study may raise with --extend
 RAISABLE_BUDGETS = ("epochs",)  # the same, as study budget keys
 RESULT_FILES = ("metrics.json", "test.hyp")  # what a finished trial holds besides its checkpoint
-PROGRESS_FILES = ("history.json", "progress.json")
 OUTCOMES = {"kept": "kept as they are (they stopped early, within the old budget)",
             "reopened": "reopened from their final checkpoints (the old budget had stopped them)",
             "restarted": "trained again from the start (stopped by the old budget, no checkpoint here)",
@@ -101,9 +100,8 @@ def _reopen(store: TrialStore, key: str) -> str:
         shutil.copytree(finished, staged, ignore=shutil.ignore_patterns(*RESULT_FILES))
         shutil.rmtree(checkpoint, ignore_errors=True)
         staged.replace(checkpoint)
-    else:  # it trains from the start: its old epochs must not mix with the new ones
-        for name in PROGRESS_FILES:
-            (store.trial_dir(key) / name).unlink(missing_ok=True)
+    else:  # it trains from the start
+        store.forget_progress(key)
     # the trial counts as finished while finished/<key>/metrics.json exists: retiring that
     # directory, once the checkpoint is back in the run, is what opens it again
     retired = finished.with_name(f"{key}.reopened")

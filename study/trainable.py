@@ -93,7 +93,10 @@ def train_trial(config: dict) -> None:
             store.progress(key, clean)
             tune.report(clean)
 
-        metrics = run(cfg, store.run_dir(key), report=report, resume_from=store.resume_point(key),
+        resume_from = store.resume_point(key)
+        if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
+            store.forget_progress(key)
+        metrics = run(cfg, store.run_dir(key), report=report, resume_from=resume_from,
                       log=lambda line: print(line, flush=True))
         store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
                                      for epoch in metrics.get("history", [])])

@@ -27,6 +27,7 @@ from pathlib import Path
 from nmt.fileio import write_json, write_lines
 
 TRIALS = "trials"
+PROGRESS_FILES = ("progress.json", "history.json")  # what a trial records epoch by epoch
 FINISHED = "finished"
 
 
@@ -67,6 +68,13 @@ class TrialStore:
         self.trial_dir(key).mkdir(parents=True, exist_ok=True)
         write_json(self.trial_dir(key) / "trial.json", identity)
         (self.trial_dir(key) / "status.json").unlink(missing_ok=True)
+
+    def forget_progress(self, key: str) -> None:
+        """A trial about to train from its start: the epochs an earlier attempt recorded must not
+        mix with the new ones (one that reached epoch 34 on a machine whose checkpoint this one
+        lacks would otherwise keep epochs the new attempt, stopping sooner, never trains)."""
+        for name in PROGRESS_FILES:
+            (self.trial_dir(key) / name).unlink(missing_ok=True)
 
     def progress(self, key: str, metrics: dict) -> None:
         """After an epoch: its metrics, and the epoch history (an epoch trained again after a

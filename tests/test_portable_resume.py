@@ -128,6 +128,12 @@ def test_committed_half_finished_study_continues_in_a_clone_on_another_machine(t
                                                     for key in keys.values())
     kept, lost = keys["small"], keys["atr"]
     shutil.rmtree(store_a / "finished" / lost)  # half-finished, as when it was committed mid-way
+    # ... after an attempt of the lost trial that got further than the one that will train it again
+    # (an epoch of a larger budget, as on a machine the clone has no checkpoint of)
+    history_a = json.loads((store_a / "trials" / lost / "history.json").read_text())["epochs"]
+    stale = {**history_a[-1], "epoch": 2.0, "valid_bleu": 99.0}
+    (store_a / "trials" / lost / "history.json").write_text(json.dumps({"epochs": [*history_a, stale]}))
+    (store_a / "trials" / lost / "progress.json").write_text(json.dumps(stale))
 
     # commit on machine A, clone on machine B: only what git keeps travels
     files = git_kept_files(repo_a)
@@ -165,6 +171,10 @@ def test_committed_half_finished_study_continues_in_a_clone_on_another_machine(t
     assert (kept_metrics.read_bytes(), kept_metrics.stat().st_mtime_ns) == before
     assert not (store_b / "finished" / kept / "state.pt").exists()  # never trained here
     assert (store_b / "finished" / lost / "state.pt").is_file()  # trained here
+    # trained from its start, it records its own epochs only: the earlier attempt's are forgotten
+    history_b = json.loads((store_b / "trials" / lost / "history.json").read_text())["epochs"]
+    assert [entry["epoch"] for entry in history_b] == [1.0] and history_b[0]["valid_bleu"] != 99.0
+    assert json.loads((store_b / "trials" / lost / "progress.json").read_text())["epoch"] == 1.0
     assert [row["label"] for row in table_rows(results_b, NAME)] == ["small", "atr"]
     _, parents, children = mlflow_runs(results_b, NAME)  # the default store of the clone's results
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
