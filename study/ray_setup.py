@@ -140,7 +140,7 @@ def start_ray(opts: RunOptions) -> None:
             ray.init(address=address, **kwargs)
         else:  # "local": never attach to some other Ray instance on this machine by accident
             _loopback_only()
-            ray.init(address="local", num_cpus=opts.num_cpus or os.cpu_count(), _system_config=LOCAL_HEALTH_CHECKS,
+            ray.init(address="local", num_cpus=local_cpus(opts), _system_config=LOCAL_HEALTH_CHECKS,
                      **kwargs)
     except Exception as err:  # ConnectionError, RuntimeError, ...: one line either way
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
