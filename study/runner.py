@@ -16,7 +16,6 @@ Layout under the results directory (``results/`` by default)::
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -44,7 +43,7 @@ from study.resume_checks import check_extension, check_resumable, check_resumabl
 from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
 from study.spec import StudySpec, Trial, expand, portable_tree, spec_to_dict, study_axes
 from study.storage import StorageStopper, check_storage
-from study.stored import STATE_FILE, is_smoke_run
+from study.stored import STATE_FILE, is_smoke_run, read_state
 from study.tables import warnings as table_warnings
 from study.tracking import StudyTracker, default_tracking_uri
 from study.trial_store import FINISHED, TrialStore
@@ -52,16 +51,6 @@ from study.tuner import build_tuner
 
 # ---------------------------------------------------------------------------
 # state of a study run (results/<study>/study.json)
-
-
-def read_state(study_dir: Path) -> dict | None:
-    path = study_dir / STATE_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        raise UserError(f"{path}: unreadable study state; delete it (or run with --fresh)") from None
 
 
 def write_state(study_dir: Path, state: dict) -> None:

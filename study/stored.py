@@ -72,16 +72,27 @@ def is_smoke_run(state: dict | None) -> bool:
     return bool(state and (state.get("request") or {}).get("smoke"))
 
 
-def read_study_state(study_dir: Path) -> dict:
-    """study.json of a study's result directory; a one-line error when there is none."""
+def read_state(study_dir: Path) -> dict | None:
+    """study.json of a study's result directory, None where there is none; a one-line error
+    when it cannot be read."""
     path = study_dir / STATE_FILE
     if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: unreadable study state ({err}); delete it, or run the study again "
+                        f"with --fresh") from None
+
+
+def read_study_state(study_dir: Path) -> dict:
+    """study.json of a study's result directory, with the study's spec; a one-line error when
+    there is none."""
+    state = read_state(study_dir)
+    path = study_dir / STATE_FILE
+    if state is None:
         raise UserError(f"{study_dir}: no {STATE_FILE}, so not the result directory of a study "
                         f"(python -m study.run NAME writes results/NAME/)")
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: unreadable study state ({err})") from None
     if not isinstance(state, dict) or not isinstance(state.get("spec"), dict):
         raise UserError(f"{path}: not a study state (no 'spec' mapping); rerun the study to rewrite it")
     return state

@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from study.results import experiment_dir, load_records, load_saved_records
     from study.exports import write_command, write_exports
-    from study.runner import read_state
+    from study.stored import read_state
     from study.ownership import owned_path
     from study.spec import STUDY_NAME, spec_from_dict, study_path
     from study.tables import warnings as table_warnings
