@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 import torch
@@ -10,6 +11,16 @@ import torch
 from nmt.config import load_config
 
 torch.set_num_threads(1)  # tests run beside each other (xdist); one thread each avoids oversubscription
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_tempdir(tmp_path_factory):
+    """Temp files of in-process code (a study driver's Ray storage, MLflow's database-init lock files)
+    go under pytest's temp dir, which pytest prunes, instead of piling up in /tmp."""
+    before = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempfile"))
+    yield
+    tempfile.tempdir = before
 
 
 @pytest.fixture(scope="session")

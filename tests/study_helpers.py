@@ -15,10 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_ray_env(cache_dir: Path) -> tuple[dict, Path]:
-    """Environment for a study subprocess: its own short Ray temp dir, the shared data cache."""
+    """Environment for a study subprocess: its own short Ray temp dir, also its TMPDIR (so what a killed
+    driver leaves, its Ray storage and MLflow's lock files, goes when the test removes the dir), the shared
+    data cache."""
     ray_tmp = Path(f"/tmp/rt{os.getpid()}{int(time.time() * 1000) % 100000}")
     ray_tmp.mkdir()
-    env = dict(os.environ, RAY_TMPDIR=str(ray_tmp), NMT_CACHE_DIR=str(cache_dir), OMP_NUM_THREADS="1",
+    env = dict(os.environ, RAY_TMPDIR=str(ray_tmp), TMPDIR=str(ray_tmp), NMT_CACHE_DIR=str(cache_dir), OMP_NUM_THREADS="1",
                RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
     env.pop("RAY_ADDRESS", None)
     return env, ray_tmp
