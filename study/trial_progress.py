@@ -41,7 +41,10 @@ def trial_progress(place: Path, name: str, running: bool) -> list[str]:
     waiting = [] if spec.kind == "search" else [t for t in expand(spec) if (t.label, t.seed) not in stored]
     store = TrialStore(experiment_dir(place, name))
     resumable = {r["key"] for r in records if store.resume_point(r["key"]) is not None}
-    lines = [((r["row"], r["seed"]), _line(r, running, r["key"] in resumable)) for r in records]
+    # a running driver trains a few trials at a time; the other unfinished ones wait their turn
+    training = {r["key"] for r in records if running and r["status"] == "running" and store.training(r["key"])}
+    lines = [((r["row"], r["seed"]), _line(r, running, r["key"] in resumable, r["key"] in training))
+             for r in records]
     not_started: dict[str, list] = {}
     for trial in waiting:
         not_started.setdefault(trial.label, []).append(trial)
@@ -53,7 +56,7 @@ def trial_progress(place: Path, name: str, running: bool) -> list[str]:
     widths = [max(len(line[i]) for line in [HEADER, *rows]) for i in range(len(HEADER))]
     out = ["  ".join(cell.ljust(width) if i in (0, 2) else cell.rjust(width) for i, (cell, width)
                      in enumerate(zip(line, widths))).rstrip() for line in [HEADER, *rows]]
-    return out + _summary(records, waiting, spec, running, resumable)
+    return out + _summary(records, waiting, spec, running, resumable, training)
 
 
 def _seeds(seeds: list[int]) -> str:
@@ -63,14 +66,16 @@ def _seeds(seeds: list[int]) -> str:
     return ", ".join(str(seed) for seed in seeds)
 
 
-def _line(record: dict, running: bool, has_checkpoint: bool) -> tuple[str, ...]:
+def _line(record: dict, running: bool, has_checkpoint: bool, training: bool) -> tuple[str, ...]:
     m = record["metrics"]
     status = record["status"]
     epochs = m.get("epochs", m.get("epochs_trained", m.get("epoch")))
     best = m.get("best_epoch")
     if status == "running":
-        if running:
+        if training:
             state = "in progress"
+        elif running:  # queued by the driver: it continues from its checkpoint, or starts again
+            state = "waiting its turn" if has_checkpoint else "waiting, no checkpoint here"
         else:  # committed records carry no checkpoints: on a clone such a trial starts again
             state = "paused (--resume continues it)" if has_checkpoint else "paused, no checkpoint here"
     elif status == "failed":
@@ -100,10 +105,12 @@ def _number(value, form: str) -> str:
     return form.format(value)
 
 
-def _summary(records: list[dict], waiting: list, spec, running: bool, resumable: set[str]) -> list[str]:
+def _summary(records: list[dict], waiting: list, spec, running: bool, resumable: set[str],
+             training: set[str]) -> list[str]:
     unfinished = [r for r in records if r["status"] == "running"]
     counts = {"finished": sum(r["status"] not in ("running", "failed", "stopped") for r in records),
-              "in progress" if running else "paused": len(unfinished),
+              "in progress": len(training),
+              "waiting" if running else "paused": len(unfinished) - len(training),
               "failed": sum(r["status"] == "failed" for r in records),
               "stopped early": sum(r["status"] == "stopped" for r in records)}
     parts = [f"{count} {what}" for what, count in counts.items() if count or what == "finished"]
@@ -117,9 +124,9 @@ def _summary(records: list[dict], waiting: list, spec, running: bool, resumable:
     if improving := sum(still_improving(r) for r in records):
         lines.append(f"{STILL_IMPROVING} best epoch = last epoch ({improving} trial{'s' if improving > 1 else ''}): "
                      f"still improving when its budget ended, so not converged")
-    if not running and any(r["key"] not in resumable for r in unfinished):
-        lines.append("paused, no checkpoint here: committed records carry none, so --resume trains such a trial "
-                     "from its start")
+    if any(r["key"] not in resumable | training for r in unfinished):
+        lines.append(f"{'waiting' if running else 'paused'}, no checkpoint here: committed records carry none, "
+                     f"so {'the driver' if running else '--resume'} trains such a trial from its start")
     return lines
 
 

@@ -51,6 +51,22 @@ class TrialStore:
         checkpoint = self.run_dir(key) / "checkpoint"
         return checkpoint if (checkpoint / "state.pt").is_file() else None
 
+    def training(self, key: str) -> bool:
+        """Whether a process is training the trial now (holds its lock). Read-only: no lock file
+        is made, and the shared lock taken to ask is let go at once (a worker starting in that
+        instant waits for it, nothing more)."""
+        try:
+            handle = open(self.trial_dir(key) / ".lock", "rb")  # noqa: SIM115 (flock needs the handle)
+        except OSError:
+            return False
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return False
+
     # --- written by the trial ------------------------------------------------------
 
     @contextlib.contextmanager

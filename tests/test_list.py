@@ -148,12 +148,25 @@ def test_list_name_shows_where_each_trial_stands(tmp_path, capsys):
 
 
 def test_list_name_of_a_running_study_and_of_committed_records(tmp_path, capsys):
+    from study.results import experiment_dir
+    from study.trial_store import TrialStore
+
     place = tmp_path / "results"
-    _store_with_every_trial_state(place)
+    trials = _store_with_every_trial_state(place)
     (place / ".depth_srnmt.lock").write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
-    assert study_list.main(["search_spaces/depth_srnmt.yaml", "--results", str(place)]) == 0
-    out = capsys.readouterr().out
-    assert out.count("in progress") == 4 and "paused" not in out
+    store = TrialStore(experiment_dir(place, "depth_srnmt"))
+    with store.hold(trials[2].key):  # a worker trains it; the driver's other unfinished trials wait
+        assert study_list.main(["search_spaces/depth_srnmt.yaml", "--results", str(place)]) == 0
+    cells = [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in capsys.readouterr().out.splitlines()]
+    assert cells[0] == ["depth_srnmt in " + str(place) + ": running (2/12 trials done)"]
+    assert cells[4][:3] == [trials[2].label, "1", "in progress"]
+    assert cells[5][2:5] == ["waiting, no checkpoint here", "1", "0"]
+    assert cells[7][:4] == [trials[5].label, "2", "waiting its turn", "2"]
+    assert cells[11][0] == ("2 finished, 1 in progress, 2 waiting, 1 failed, 6 not started; trial time so far "
+                            "2h30m00s; budget per trial: 3 epochs")
+    assert cells[13][0].startswith("waiting, no checkpoint here: committed records carry none, so the driver trains")
+    assert not (store.trial_dir(trials[3].key) / ".lock").exists()  # asking made no lock file
+    assert store.training(trials[2].key) is False  # the worker let go
     # committed results keep no trial store: the records next to their tables are read
     assert study_list.main(["depth_srnmt", "--results", str(ROOT / "results" / "reference")]) == 0
     out = capsys.readouterr().out
