@@ -1,11 +1,14 @@
 """Ray for a study: the cluster address and whether one trial fits, a local instance started safely
-(loopback only, patient health checks), and the MLflow store reached while Ray starts."""
+(loopback only, patient health checks), the MLflow store reached while Ray starts, and Ray
+stopped while the tables are written."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from nmt.errors import UserError
@@ -149,6 +152,32 @@ def start_ray(opts: RunOptions) -> None:
         raise UserError(f"cannot start {where} ({' '.join(str(err).split())[:200]}); {fix}") from None
     if not opts.verbose:  # a failed trial is one progress line; its traceback goes to the trial store
         logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
+
+
+class BackgroundShutdown:
+    """``ray.shutdown()`` in a thread, so Ray's processes wind down while the driver writes its
+    tables and plots; ``join()`` waits for it.
+
+    When the last reference to a Ray handle (an ObjectRef, an actor handle) goes while the core
+    worker is shutting down in another thread, Ray ends the whole process ("The core worker has
+    already been shutdown ... The process will exit"). So the caller drops its own handles
+    (the tuner) first; the garbage still holding handles is collected here, before the shutdown
+    starts; and the cyclic collector stays off until the shutdown has finished, since the
+    shutdown itself can leave handles behind as garbage."""
+
+    def __init__(self) -> None:
+        import ray
+
+        gc.collect()
+        self._collector_was_on = gc.isenabled()
+        gc.disable()
+        self._thread = threading.Thread(target=ray.shutdown, name="ray-shutdown")
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._collector_was_on:
+            gc.enable()
 
 
 def _loopback_only() -> None:

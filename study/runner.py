@@ -21,7 +21,6 @@ import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from study.migration import Move, apply_adoption, plan_adoption
 from study.options import RunOptions
 from study.ownership import StudyLock, owned_path
 from study.provenance import environment
-from study.ray_setup import (check_address, check_cluster_fit, check_local_fit, start_services, trial_resources,
+from study.ray_setup import (BackgroundShutdown, check_address, check_cluster_fit, check_local_fit, start_services, trial_resources,
                               trials_at_once)
 from study.results import experiment_dir, load_records
 from study.resume_checks import check_extension, check_resumable, check_resumable_changes, resume_command, study_argument
@@ -169,7 +168,6 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         trials, plan = finalize_trials(spec, opts, exp_dir)
         if opts.extend and spec.fields.search is None:
             check_extension(spec, trials, exp_dir, plan)  # before Ray starts and any stored trial moves
-    import ray
 
     start_services(tracker, opts)
     stopping = None
@@ -232,8 +230,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                       f"Resume with: {again}", file=sys.stderr, flush=True)
                 return 128 + (signal.SIGTERM if received else signal.SIGINT)
         finally:  # Ray's processes wind down while the tables and plots are written
-            stopping = threading.Thread(target=ray.shutdown, name="ray-shutdown")
-            stopping.start()
+            tuner = None  # Tune's Ray handles go before Ray does (see BackgroundShutdown)
+            stopping = BackgroundShutdown()
 
         print("trials done; exporting tables and plots", flush=True)
         tracker.reconcile(records)

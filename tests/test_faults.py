@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from study_helpers import (
+    ROOT,
     LoopbackCluster,
     free_port,
     grid_study,
@@ -549,3 +550,54 @@ def test_two_studies_at_once_share_one_sqlite_store(tmp_path, ray_env):
         assert "database is locked" not in output and "MLflow logging failed" not in output, output[-3000:]
     for name in ("first", "second"):
         assert_complete(results, name, ["small", "atr"], seeds=2)
+
+
+SHUTDOWN_WHILE_HANDLES_GO = """
+import gc, weakref
+import ray
+from study.options import RunOptions
+from study.ray_setup import BackgroundShutdown, start_ray
+
+start_ray(RunOptions(num_cpus=1))
+
+@ray.remote
+def square(x):
+    return x * x
+
+class Holder:
+    pass
+
+def leave_cyclic_garbage():
+    holder = Holder()
+    holder.itself = holder
+    holder.refs = [square.remote(i) for i in range(500)]
+    ray.get(holder.refs)
+    return weakref.ref(holder)
+
+garbage = leave_cyclic_garbage()
+kept = [square.remote(i) for i in range(500)]
+ray.get(kept)
+stopping = BackgroundShutdown()
+assert garbage() is None, "cyclic garbage holding ObjectRefs was left for a collection during the shutdown"
+assert not gc.isenabled(), "the cyclic collector may free Ray handles while Ray shuts down"
+for _ in range(20000):  # what writing the tables allocates meanwhile: cycles, none holding Ray handles
+    cycle = []
+    cycle.append(cycle)
+stopping.join()
+assert gc.isenabled(), "the cyclic collector stayed off after Ray stopped"
+del kept
+gc.collect()
+print("driver survived")
+"""
+
+
+def test_ray_handles_freed_while_ray_stops_do_not_end_the_driver(ray_env):
+    """Fault: the driver drops Ray handles (ObjectRefs left as garbage by Tune) while Ray shuts down
+    in a background thread; Ray then ends the process ("The core worker has already been shutdown"),
+    seen once as a study that exited 1 while writing its tables. The garbage is collected before
+    the shutdown starts and the collector is off until it ends."""
+    result = subprocess.run([sys.executable, "-c", SHUTDOWN_WHILE_HANDLES_GO], cwd=ROOT, env=ray_env,
+                            capture_output=True, text=True, timeout=120)
+    output = result.stdout + result.stderr
+    skip_if_ray_node_lost(result.returncode, output)
+    assert result.returncode == 0 and "driver survived" in result.stdout, output[-3000:]
