@@ -252,9 +252,9 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append(f"{STILL_IMPROVING} still improving when its budget ended (best validation score at the last "
                      f"epoch): {seeds}. Not a converged result: give it more epochs or use early "
                      "stopping (budget.patience).")
-    if marked["uneven"]:
-        notes.append(f"{UNEVEN} seeds trained for different numbers of epochs (early stopping or the wall-time cap): "
-                     f"{_labels(marked['uneven'])}.")
+    if marked["uneven"]:  # a scored seed is ok (its budget or early stopping ended it) or truncated
+        cause = "early stopping or the wall-time cap" if any(r["truncated"] for r in marked["uneven"]) else "early stopping"
+        notes.append(f"{UNEVEN} seeds trained for different numbers of epochs ({cause}): {_labels(marked['uneven'])}.")
     if marked["truncated"]:
         notes.append("truncated: stopped by the wall-time cap (budget.minutes) before its budget ended, so how far "
                      f"it trained depends on the machine's speed, not only on the config: "

@@ -163,7 +163,8 @@ def test_seeds_that_trained_for_different_amounts_are_marked():
     table = build_table(records, "t", "a", None)
     row = table.rows.iloc[0]
     assert row["uneven_epochs"] and (row["epochs_min"], row["epochs_max"]) == (6.0, 10.0)
-    assert "| 6-10 ‡" in table.markdown() and "‡ seeds trained for different numbers of epochs" in table.markdown()
+    assert "| 6-10 ‡" in table.markdown()
+    assert "‡ seeds trained for different numbers of epochs (early stopping): a." in table.markdown()
 
 
 def test_a_truncated_seed_is_scored_but_never_shown_as_ok(tmp_path):
@@ -177,6 +178,7 @@ def test_a_truncated_seed_is_scored_but_never_shown_as_ok(tmp_path):
     assert capped["status"] == "1 ok, 1 truncated" and capped["truncated"] == 1 and capped["n"] == 2
     assert capped["bleu_mean"] == 21.0 and capped["uneven_epochs"]
     assert "truncated: stopped by the wall-time cap" in table.markdown()
+    assert "‡ seeds trained for different numbers of epochs (early stopping or the wall-time cap): capped." in table.markdown()
     assert any("capped" in line and "wall-time cap" in line for line in warnings(table.rows))
     assert all(path.stat().st_size > 0 for path in bar_plot(table.rows, "t", tmp_path / "bleu.png"))
     from study.plots import marked_label
