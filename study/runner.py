@@ -35,8 +35,8 @@ from study.migration import Move, apply_adoption, plan_adoption
 from study.options import RunOptions
 from study.ownership import StudyLock, owned_path
 from study.provenance import environment
-from study.ray_setup import (BackgroundShutdown, check_address, check_cluster_fit, check_local_fit, start_services, trial_resources,
-                              trials_at_once)
+from study.ray_setup import (BackgroundShutdown, check_address, check_cluster_fit, check_local_fit, start_services,
+                              trial_resources, trials_at_once)
 from study.results import experiment_dir, load_records
 from study.resume_checks import check_extension, check_resumable, check_resumable_changes, resume_command, study_argument
 from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
