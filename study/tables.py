@@ -263,8 +263,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
 
 
 def warnings(rows: pd.DataFrame) -> list[str]:
-    """What the end of a study run must say about its table: rows that were still improving,
-    cut short by the wall-time cap, or whose seeds trained for different amounts."""
+    """What the end of a study run must say about its table: rows that were still improving, or
+    cut short by the wall-time cap (and so trained for different amounts)."""
     marked = marked_rows(rows)
     lines = []
     if marked["improving"]:
@@ -275,8 +275,11 @@ def warnings(rows: pd.DataFrame) -> list[str]:
         lines.append(f"cut short by the wall-time cap (budget.minutes), status truncated: "
                      f"{_labels(marked['truncated'])}. How far they trained depends on the machine's speed; rerun "
                      "without the cap to compare them.")
-    if marked["uneven"]:
-        lines.append(f"seeds trained for different numbers of epochs: {_labels(marked['uneven'])}.")
+    # early stopping ends seeds at different epochs by design (the ‡ note says so); only a cut short
+    # by the wall-time cap needs the user's attention
+    capped_unevenly = [r for r in marked["uneven"] if r["truncated"]]
+    if capped_unevenly:
+        lines.append(f"seeds trained for different numbers of epochs (the wall-time cap): {_labels(capped_unevenly)}.")
     return lines
 
 

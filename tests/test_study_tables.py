@@ -159,12 +159,15 @@ def test_a_row_still_improving_at_its_last_epoch_is_marked_and_a_converged_one_i
 
 
 def test_seeds_that_trained_for_different_amounts_are_marked():
+    from study.tables import warnings
+
     records = [trained("a", 0, 1, 6, 3, stop_reason="early stopping"), trained("a", 0, 2, 10, 8)]
     table = build_table(records, "t", "a", None)
     row = table.rows.iloc[0]
     assert row["uneven_epochs"] and (row["epochs_min"], row["epochs_max"]) == (6.0, 10.0)
     assert "| 6-10 ‡" in table.markdown()
     assert "‡ seeds trained for different numbers of epochs (early stopping): a." in table.markdown()
+    assert warnings(table.rows) == []  # expected under early stopping: a note, not a warning
 
 
 def test_a_truncated_seed_is_scored_but_never_shown_as_ok(tmp_path):
@@ -180,6 +183,7 @@ def test_a_truncated_seed_is_scored_but_never_shown_as_ok(tmp_path):
     assert "truncated: stopped by the wall-time cap" in table.markdown()
     assert "‡ seeds trained for different numbers of epochs (early stopping or the wall-time cap): capped." in table.markdown()
     assert any("capped" in line and "wall-time cap" in line for line in warnings(table.rows))
+    assert "seeds trained for different numbers of epochs (the wall-time cap): capped." in warnings(table.rows)
     assert all(path.stat().st_size > 0 for path in bar_plot(table.rows, "t", tmp_path / "bleu.png"))
     from study.plots import marked_label
 
