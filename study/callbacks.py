@@ -145,7 +145,8 @@ class ProgressCallback(tune.Callback):
     """One status line on every trial event (and at most every ``every`` seconds otherwise):
     running / done / diverged / failed, the best result so far and an ETA."""
 
-    def __init__(self, total: int, metric: str, mode: str, concurrency: int, every: float = 30.0):
+    def __init__(self, total: int, metric: str, mode: str, concurrency: int, every: float = 30.0,
+                 finished_before: dict[str, dict] | None = None):
         self.total = total
         self.metric = metric
         self.mode = mode
@@ -159,29 +160,35 @@ class ProgressCallback(tune.Callback):
         # replays its finished trials in seconds and continues the others from their checkpoints
         self.trial_costs: list[float] = []  # training seconds of each finished trial
         self.trained: dict[str, float] = {}  # training seconds so far of each unfinished trial
+        # a resumed study's trials that had finished ({key: stored metrics with their "label"}): done from
+        # the start, though Tune replays each only when the grid reaches it, and their training time counts
+        self.finished_before = dict(finished_before or {})
+        self.ended_keys: set[str] = set()  # keys of the trials this run has seen end
+        for metrics in self.finished_before.values():
+            self._note_best(metrics.get(metric), metrics.get("label", ""))
+            self._note_cost(metrics.get("elapsed_seconds"))
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._print(trials, force=not self.last_line)  # the first start, then completions and every 30 s
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        value = result.get(self.metric)
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            better = self.best is None or (value > self.best[0] if self.mode == "max" else value < self.best[0])
-            if better:
-                self.best = (value, _trial_key(trial)[1])
+        key, label = _trial_key(trial)[:2]
+        self._note_best(result.get(self.metric), label)
         if result.get("final"):
             self.finished[trial.trial_id] = result.get("status", "ok")
             self.trained.pop(trial.trial_id, None)
-            cost = result.get("elapsed_seconds")
-            if isinstance(cost, (int, float)) and cost > 0:
-                self.trial_costs.append(cost)
-            self._print_finished(trial, result)
+            before = key in self.finished_before
+            self.ended_keys.add(key)
+            if not before:
+                self._note_cost(result.get("elapsed_seconds"))
+            self._print_finished(trial, result, before)
         elif isinstance(result.get("elapsed_s"), (int, float)):
             self.trained[trial.trial_id] = result["elapsed_s"]
         self._print(trials)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.finished.setdefault(trial.trial_id, "stopped")
+        self.ended_keys.add(_trial_key(trial)[0])  # counted once, by its trial, from now on
         self.trained.pop(trial.trial_id, None)
         self._print(trials, force=True)
 
@@ -194,10 +201,20 @@ class ProgressCallback(tune.Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.finished[trial.trial_id] = "failed"
+        self.ended_keys.add(_trial_key(trial)[0])
         self.trained.pop(trial.trial_id, None)
         self._print(trials, force=True)
 
-    def _print_finished(self, trial, result: dict) -> None:
+    def _note_best(self, value, label: str) -> None:
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            if self.best is None or (value > self.best[0] if self.mode == "max" else value < self.best[0]):
+                self.best = (value, label)
+
+    def _note_cost(self, seconds) -> None:
+        if isinstance(seconds, (int, float)) and seconds > 0:
+            self.trial_costs.append(seconds)
+
+    def _print_finished(self, trial, result: dict, before: bool = False) -> None:
         """One line per finished trial: its row, seed, training progress and scores."""
         _, label, seed, _ = _trial_key(trial)
         epochs, best = result.get("epochs"), result.get("best_epoch")
@@ -207,7 +224,8 @@ class ProgressCallback(tune.Callback):
         progress = f"{epochs:g} epoch{'' if epochs == 1 else 's'} (best {best:g})" \
             if isinstance(epochs, (int, float)) and isinstance(best, (int, float)) else ""
         print(f"[{clock(time.time() - self.started)}] done: {label} seed {seed}: {result.get('status', 'ok')}, "
-              f"{', '.join(part for part in (progress, scores) if part)}", flush=True)
+              f"{', '.join(part for part in (progress, scores) if part)}"
+              f"{' (finished before this run)' if before else ''}", flush=True)
 
     def _print(self, trials, force: bool = False) -> None:
         now = time.time()
@@ -215,8 +233,10 @@ class ProgressCallback(tune.Callback):
             return
         self.last_line = now
         running = sum(t.status == "RUNNING" and t.trial_id not in self.finished for t in trials)
-        done = len(self.finished)
-        counts = {s: sum(v == s for v in self.finished.values()) for s in ("truncated", "diverged", "failed", "stopped")}
+        ended = list(self.finished.values()) + [metrics.get("status", "ok") for key, metrics in
+                                                self.finished_before.items() if key not in self.ended_keys]
+        done = len(ended)
+        counts = {s: sum(v == s for v in ended) for s in ("truncated", "diverged", "failed", "stopped")}
         extra = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         best = f" | best {self.metric} {self.best[0]:.2f} ({self.best[1]})" if self.best else ""
         print(f"[{clock(now - self.started)}] trials: {running} running, {done}/{self.total} done"

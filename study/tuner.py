@@ -42,8 +42,12 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
     concurrency = trials_at_once(resources, opts)
     store = TrialStore(exp_dir)
+    # a search draws new samples for what is left, so only a grid has trials that finished before
+    finished_before = {} if spec.fields.search is not None else {
+        trial.key: {**metrics, "label": trial.label} for trial in trials
+        if (metrics := store.finished_metrics(trial.key)) is not None}
     callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
-                 ProgressCallback(total, metric.name, metric.mode, concurrency)]
+                 ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before)]
     if spec.fields.search is not None:
         callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
     if spec.fields.scheduler.type == "asha":

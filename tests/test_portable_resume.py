@@ -164,6 +164,10 @@ def test_committed_half_finished_study_continues_in_a_clone_on_another_machine(t
     resumed = study(*args, "--resume", env=env_b)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "Traceback" not in resumed.stderr
+    progress = [line for line in resumed.stdout.splitlines() if "] trials: " in line]
+    assert "1/2 done" in progress[0], progress  # the kept trial counts before Tune replays it
+    assert any("done: small seed 1: ok" in line and line.endswith("(finished before this run)")
+               for line in resumed.stdout.splitlines()), resumed.stdout[-3000:]
 
     # the same trial keys on machine B; the finished trial was kept, only the other one trained
     assert sorted(path.name for path in (store_b / "trials").iterdir()) == sorted(keys.values())

@@ -42,6 +42,33 @@ def test_resumed_study_estimates_from_trial_time_not_from_replay_speed(capsys):
     assert "2/6 done" in lines[-1]
 
 
+def test_trials_finished_before_a_resume_count_as_done_from_the_first_line(capsys):
+    # a resumed grid: keys 0 and 4 finished before (7,000 s and 5,000 s of training), so Tune
+    # replays key 4 only after two trials of this run have started
+    before = {"key0": {"status": "ok", "valid_bleu": 31.0, "elapsed_seconds": 7000.0, "label": "GRU"},
+              "key4": {"status": "diverged", "valid_bleu": 0.0, "elapsed_seconds": 5000.0, "label": "GRU"}}
+    progress = ProgressCallback(total=6, metric="valid_bleu", mode="max", concurrency=2, every=0.0,
+                                finished_before=before)
+    trials = [_trial(str(i), seed=i, status="RUNNING" if i == 1 else "PENDING") for i in range(6)]
+    progress.on_trial_start(0, trials, trials[1])
+    first = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "1 running, 2/6 done (1 diverged) | best valid_bleu 31.00 (GRU)" in first
+    assert _eta_seconds(first) == 4 * 6000 // 2  # the mean of the two finished trials, for the 4 left
+    progress.on_trial_result(0, trials, trials[1], {"final": 0, "valid_bleu": 20.0, "elapsed_s": 1000.0})
+    for trial in (trials[0], trials[4]):  # replayed: their results were there from the start
+        progress.on_trial_result(0, trials, trial, {**before[f"key{trial.trial_id}"], "final": 1})
+        progress.on_trial_complete(0, trials, trial)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert any(line.endswith("(finished before this run)") and "done: GRU seed 4: diverged" in line for line in lines)
+    assert "2/6 done (1 diverged)" in lines[-1] and _eta_seconds(lines[-1]) == (5000 + 3 * 6000) // 2
+    progress.on_trial_result(0, trials, trials[1], {"final": 1, "status": "ok", "valid_bleu": 32.0,
+                                                    "elapsed_seconds": 9000.0, "epochs": 40, "best_epoch": 36})
+    progress.on_trial_complete(0, trials, trials[1])
+    last = capsys.readouterr().out.strip().splitlines()
+    assert not last[0].endswith("(finished before this run)") and "3/6 done (1 diverged)" in last[-1]
+    assert _eta_seconds(last[-1]) == 3 * 7000 // 2  # mean over the three finished now
+
+
 def test_a_trial_past_the_mean_adds_nothing_and_no_eta_before_a_finished_trial(capsys):
     progress = ProgressCallback(total=3, metric="valid_bleu", mode="max", concurrency=1, every=0.0)
     trials = [_trial(str(i), seed=i) for i in range(3)]
