@@ -155,10 +155,14 @@ def _aggregate(label: str, group: list[dict]) -> dict:
     }
 
 
+# a table rebuilt between sessions cannot tell a trial in training from one a stopped driver left
+SHOWN_STATUS = {"running": "unfinished"}
+
+
 def status_text(counts: dict, errors: list[str]) -> str:
-    present = {k: v for k, v in counts.items() if v}
+    present = {SHOWN_STATUS.get(k, k): v for k, v in counts.items() if v}
     if not present:
-        return "no trials"
+        return "not started"
     if len(present) == 1:
         status = next(iter(present))
         text = status

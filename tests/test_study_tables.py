@@ -50,7 +50,11 @@ def test_a_half_finished_study_shows_dashes_where_rows_have_no_trials_yet():
     header = [cell.strip() for cell in table.markdown().splitlines()[2].strip("|").split("|")]
     wm, delta = header.index("WM"), header.index("Δ")
     assert shown["tanh"][wm] == "6" and shown["GRU"][wm] == "-" and shown["GRU + CG"][wm] == "-"
-    assert shown["GRU"][1] == "no trials" and shown["GRU"][delta] == "-"  # no "0" for a reference not yet trained
+    assert shown["GRU"][1] == "not started" and shown["GRU"][delta] == "-"  # no "0" for a reference not yet trained
+    # whether its driver still runs is not in the records (study.list tells): unfinished, not "running"
+    assert shown["tanh"][header.index("status")] == "1 ok, 1 unfinished"
+    alone = build_table([record("GRU", 0, 1, "running")], "t", "GRU", None).rows.iloc[0]
+    assert alone["status"] == "unfinished" and alone["running"] == 1  # the CSV's count column keeps its name
     assert "nan" not in table.markdown()
 
 
@@ -234,10 +238,10 @@ def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monke
     rows = build_table(records, "t", "GRU", None, row_order=["tanh", "GRU"]).rows
     plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="GRU")
     # the white "reference" marker belongs on a bar; without one it would be written over the grey label
-    assert shown["texts"] == ["no trials (reference)"]
+    assert shown["texts"] == ["not started (reference)"]
     rows = build_table(records, "t", "tanh", None, row_order=["tanh", "GRU"]).rows
     plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="tanh")
-    assert sorted(shown["texts"]) == ["no trials", "reference"]
+    assert sorted(shown["texts"]) == ["not started", "reference"]
 
 
 def test_bar_plot_of_rows_all_at_zero_bleu_keeps_a_readable_axis(tmp_path, monkeypatch):
