@@ -32,6 +32,8 @@ STUDY_COMMANDS = {
     "list": Command("study.list", "the built-in studies: kind, trials, budget per trial, which results exist; "
                                   "with NAME, where each of its trials stands"),
     "table": Command("study.table", "rebuild a study's tables and plots from its stored results, without training"),
+    "speed": Command("study.speed", "time every row of a stored study in one pass, for speed columns that "
+                                    "measure the models, not the load each trial met"),
     "compare": Command("study.compare", "one table and one bar figure across several studies"),
     "report": Command("study.report", "(re)write a study's self-contained HTML report"),
     "bench": Command("study.bench", "does running trials side by side on Ray pay off on this machine?"),

@@ -12,6 +12,7 @@ from study.labels import axis_name, display_value
 from study.report import write_html_report
 from study.results import load_saved_records, save_records
 from study.spec import StudySpec, expand, varied_keys
+from study.speed import read_speed, with_speed
 from study.stored import table_layout
 from study.tables import StudyTable, build_table, export
 
@@ -25,12 +26,14 @@ def write_command(study_dir: Path, command: str) -> None:
 def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None,
                   study_dir: Path) -> tuple[list[Path], StudyTable]:
     """Tables (md, csv, tex, trials.csv), plots (png, pdf), the HTML report and the trial records
-    (trials.jsonl, hyps/)."""
+    (trials.jsonl, hyps/). The speed columns come from the study's timing pass where it has one
+    (``study.speed``)."""
     save_records(records, study_dir)
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
     layout = table_layout(spec)
     title = layout.title
     table = build_table(records, title, layout.reference, references, layout.row_order)
+    table.rows = with_speed(table.rows, read_speed(study_dir))
     outputs = export(table, study_dir)
     if len(table.rows):
         outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png", table.trials, table.reference)

@@ -16,6 +16,7 @@ from pathlib import Path
 from nmt.errors import UserError
 from study.results import TRIALS_FILE, experiment_dir, load_records, load_saved_records
 from study.spec import StudySpec, expand, spec_from_dict
+from study.speed import read_speed, with_speed
 from study.tables import StudyTable, build_table
 
 STATE_FILE = "study.json"  # a study's state (study.runner writes it); here because this module needs no Ray
@@ -59,7 +60,9 @@ class StoredStudy:
     def table(self) -> StudyTable:
         """The study's own table, significance columns included (what its table.md shows)."""
         layout = self.layout
-        return build_table(self.records, layout.title, layout.reference, self.references, layout.row_order)
+        table = build_table(self.records, layout.title, layout.reference, self.references, layout.row_order)
+        table.rows = with_speed(table.rows, read_speed(self.directory))
+        return table
 
     def row_labels(self) -> list[str]:
         """The table's rows in order (no significance test is run for this)."""

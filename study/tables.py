@@ -263,6 +263,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append("truncated: stopped by the wall-time cap (budget.minutes) before its budget ended, so how far "
                      f"it trained depends on the machine's speed, not only on the config: "
                      f"{_labels(marked['truncated'])}.")
+    if rows.attrs.get("speed_note"):  # where the speed columns come from (study.speed.with_speed)
+        notes.append(rows.attrs["speed_note"])
     return notes
 
 
