@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from nmt.cli import program_name, run_main
+from nmt.memory import keep_freed_memory
 from nmt.config import Config, check_vocabulary_size, config_from_dict, config_yaml, load_config, smoke
 from nmt.typed_config import apply_overrides, tree_changes
 from nmt.units import describe, unit_names
@@ -134,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.resume:
         cfg = resume_config(args)
     from nmt.trainer import run  # torch and data imports after argument checks: fast --help and errors
+
+    keep_freed_memory()  # the same numbers, up to a quarter sooner (nmt.memory)
 
     resume_from = args.out / "checkpoint" if args.resume else None
     target = staging_dir(args.out) if replace else args.out

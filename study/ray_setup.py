@@ -12,6 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from nmt.errors import UserError
+from nmt.memory import malloc_env
 from study.options import RunOptions
 from study.spec import StudySpec
 from study.tracking import StudyTracker, sqlite_file
@@ -128,20 +129,6 @@ def _local_store(uri: str) -> bool:
     return database is not None and database.parent.is_dir() and os.access(database.parent, os.W_OK)
 
 
-# glibc hands every freed block above 128 KiB back to the kernel and the next batch faults it in
-# again, page by page: for a 128-unit Multi30k model (8k-piece softmax) that was 60,000 page faults
-# and 0.2 s of kernel time in each 0.8 s batch. Kept in the process, the same numbers come 14-22%
-# sooner for about 120 MB more memory per trial. glibc reads these when a process starts, so they
-# go into the environment Ray starts the trial workers with; a value set by the user wins.
-TRIAL_MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(4 << 30), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
-
-
-def trial_env() -> dict[str, str]:
-    """Environment variables of the processes that run trials (``TRIAL_MALLOC_ENV``, or the
-    user's own values of them)."""
-    return {name: os.environ.get(name, value) for name, value in TRIAL_MALLOC_ENV.items()}
-
-
 def start_ray(opts: RunOptions) -> None:
     import ray
 
@@ -150,7 +137,7 @@ def start_ray(opts: RunOptions) -> None:
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
-              "configure_logging": True, "runtime_env": {"env_vars": trial_env()}}
+              "configure_logging": True, "runtime_env": {"env_vars": malloc_env()}}  # trial workers keep freed memory
     address = opts.address or os.environ.get("RAY_ADDRESS") or None
     try:
         if address:

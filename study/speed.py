@@ -9,7 +9,8 @@ counts, so a slow spell of the machine touches every row alike):
 - training: target tokens/s of the row's model (its configuration at seed 1, fresh weights:
   speed does not depend on the values) over the same first ``--batches`` batches of the
   study's training data - forward, backward, gradient clipping and the Adam step, as in
-  ``nmt.trainer``;
+  ``nmt.trainer``, with freed memory kept in the process as the trial workers keep it
+  (``nmt.memory``);
 - decoding: words/s of the row's beam search over the first ``--sentences`` test sentences,
   each search ending at its reference translation's length (an untrained model would end its
   searches at random), counted in the references' words, as the table counts its trials'.
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from nmt.cli import program_name, run_main
 from nmt.errors import UserError
+from nmt.memory import keep_freed_memory
 
 SPEED_FILE = "speed.json"
 
@@ -246,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     stored = load_stored_study(study_dir)
     configs = row_configs(stored.spec, stored.records)
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as the trial workers do: the rows run as fast as they trained
     print(f"timing {len(configs)} rows of {args.name} on {machine_name()} with {args.threads} torch thread"
           f"{'s' if args.threads != 1 else ''}", flush=True)
     started = time.perf_counter()
