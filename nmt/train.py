@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 
 from nmt.cli import program_name, run_main
-from nmt.memory import keep_freed_memory
 from nmt.config import Config, check_vocabulary_size, config_from_dict, config_yaml, load_config, smoke
 from nmt.typed_config import apply_overrides, tree_changes
 from nmt.units import describe, unit_names
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
+from nmt.memory import keep_freed_memory
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 
