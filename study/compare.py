@@ -28,6 +28,7 @@ from nmt.fileio import write_lines
 from study import plots
 from study.ownership import owned_path
 from study.spec import STUDY_NAME
+from study.speed import with_speed
 from study.stored import StoredStudy, load_stored_study
 from study.tables import StudyTable, build_table, display_frame, footnotes, latex_table, markdown_table
 
@@ -157,6 +158,7 @@ def compare(studies: list[StoredStudy], names: list[str], reference: str | None 
             records.append(copy)
     title = title or "Comparison of " + ", ".join(names) + ": test BLEU"
     table = build_table(records, title, reference_label, studies[owner].references, all_labels)
+    table.rows = with_speed(table.rows, None)  # each trial's own timing, from runs at other times
     sources = [name for name, source_labels in zip(names, labels) for _ in source_labels]
     return Comparison(table, sources, unpaired)
 

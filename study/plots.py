@@ -64,17 +64,18 @@ def interval_errors(rows: pd.DataFrame) -> list[list[float]]:
     return [low, high]
 
 
-def _note_lines(rows: pd.DataFrame, width_inches: float) -> list[str]:
-    """The table's footnotes, wrapped to the figure's width."""
-
+def _note_lines(rows: pd.DataFrame, width_inches: float, shows_speed: bool) -> list[str]:
+    """The table's footnotes, wrapped to the figure's width; the one on the speed columns only
+    under a figure that shows speed."""
     chars = int(width_inches * 19)  # characters of 6.5 pt text per inch
+    notes = [note for note in footnotes(rows) if shows_speed or note != rows.attrs.get("speed_note")]
     # a no-break space keeps ablation labels ("- LayerNorm") in one piece
-    return [line for note in footnotes(rows) for line in textwrap.wrap(note.replace("- ", "-\u00a0"), chars)]
+    return [line for note in notes for line in textwrap.wrap(note.replace("- ", "-\u00a0"), chars)]
 
 
-def _figure(plt, rows: pd.DataFrame, width: float, height: float):
+def _figure(plt, rows: pd.DataFrame, width: float, height: float, shows_speed: bool = False):
     """A figure with the table's footnotes under the axes; returns (figure, axes, footnote lines)."""
-    lines = _note_lines(rows, width)
+    lines = _note_lines(rows, width, shows_speed)
     fig, ax = plt.subplots(figsize=(width, height + NOTE_LINE * len(lines)))
     if lines:
         fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, va="bottom", ha="left", color="#444444")
@@ -156,7 +157,7 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
 def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     """BLEU against training tokens/s; the Pareto front (faster and better) is joined by a line."""
     plt = _pyplot()
-    fig, ax, notes = _figure(plt, rows, 6, 4.5)
+    fig, ax, notes = _figure(plt, rows, 6, 4.5, shows_speed=True)
     ok = _finite(rows, "bleu_mean", "train_tokens_per_s").reset_index(drop=True)
     points = list(zip(ok["train_tokens_per_s"], ok["bleu_mean"]))
     ax.scatter([p[0] for p in points], [p[1] for p in points], color="#4c72b0")

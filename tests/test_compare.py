@@ -12,6 +12,7 @@ import pytest
 
 from nmt.cli import run_main
 from study.compare import compare, main
+from study.speed import TRIAL_TIMINGS_NOTE
 from study.stored import load_stored_study
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
@@ -53,6 +54,7 @@ def test_one_table_holds_every_row_of_both_studies_with_clashing_labels_prefixed
     assert list(table["bleu_mean"]) == list(ablation["bleu_mean"]) + list(depth["bleu_mean"])
     markdown = (compared / "table.md").read_text(encoding="utf-8")
     assert f"| {ABLATION}: SR-NMT 4L " in markdown and f"| {DEPTH}: SR-NMT 4L " in markdown
+    assert TRIAL_TIMINGS_NOTE in markdown  # the speeds are each trial's own, taken at other times
     assert "\\label{tab:compare-ablation_srnmt_vs_depth_srnmt}" in (compared / "table.tex").read_text(encoding="utf-8")
     assert (compared / "bleu.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert (compared / "bleu.pdf").read_bytes().startswith(b"%PDF")

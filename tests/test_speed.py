@@ -10,7 +10,7 @@ import pytest
 
 from nmt.cli import run_main
 from nmt.errors import UserError
-from study.speed import main, read_speed, with_speed
+from study.speed import TRIAL_TIMINGS_NOTE, main, read_speed, with_speed
 
 TINY = ["data.size=300", "data.valid_size=20", "data.test_size=20", "data.spm.vocab_size=200", "model.hidden=16",
         "model.emb=16", "seeds=1"]
@@ -83,7 +83,26 @@ def test_rows_the_pass_lacks_show_no_speed_and_the_note_names_them():
     assert shown["decode_words_per_s"][0] == 300.0 and math.isnan(shown["decode_words_per_s"][1])
     assert shown.attrs["speed_note"].endswith("2 threads, fastest of 3 interleaved rounds), not the trials' own "
                                               "timings. Not in that pass (run it again): GRU + CG.")
-    assert with_speed(rows, None) is rows and rows["train_tokens_per_s"][0] == 50.0  # without a pass: unchanged
+    trials_own = with_speed(rows, None)  # without a pass: the trials' speeds, and a note that says so
+    assert list(trials_own["train_tokens_per_s"]) == [50.0, 50.0] and trials_own.attrs["speed_note"] == TRIAL_TIMINGS_NOTE
+    assert "speed_note" not in rows.attrs
+
+
+def test_the_speed_note_goes_under_the_tables_and_the_speed_plot_not_the_bleu_plot(stored, tmp_path):
+    import shutil
+
+    from study.plots import _note_lines
+    from study.table import main as table_main
+
+    copy = tmp_path / "results" / stored.name
+    shutil.copytree(stored, copy)
+    (copy / "speed.json").unlink()
+    assert table_main([stored.name, "--results", str(copy.parent)]) == 0
+    for name in ("table.md", "table.tex", "report.html"):
+        assert "taken while they trained, so they also measure what else the machine ran then" in (copy / name).read_text(), name
+    rows = with_speed(pd.read_csv(copy / "table.csv").assign(still_improving=0, uneven_epochs=False), None)
+    assert "".join(_note_lines(rows, 30, shows_speed=True)) == TRIAL_TIMINGS_NOTE
+    assert _note_lines(rows, 30, shows_speed=False) == []
 
 
 def error_of(capsys, *argv: str) -> str:
