@@ -136,8 +136,9 @@ def start_ray(opts: RunOptions) -> None:
     if not opts.verbose:  # the error of a trial stopped mid-failure (see the trial store), not news
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # the trial workers keep freed memory (nmt.memory)
     kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
-              "configure_logging": True, "runtime_env": {"env_vars": malloc_env()}}  # trial workers keep freed memory
+              "configure_logging": True, "runtime_env": {"env_vars": malloc_env()}}
     address = opts.address or os.environ.get("RAY_ADDRESS") or None
     try:
         if address:

@@ -36,6 +36,9 @@ from nmt.errors import UserError
 from nmt.memory import keep_freed_memory
 
 SPEED_FILE = "speed.json"
+TRIAL_TIMINGS_NOTE = ("train tok/s and decode w/s: the trials' own timings (mean over seeds), taken while they "
+                      "trained, so they also measure what else the machine ran then; python -m study.speed NAME "
+                      "times every row in one pass.")
 
 
 def positive(text: str) -> int:
@@ -212,20 +215,14 @@ def speed_note(speed: dict, untimed: list[str]) -> str:
     return note
 
 
-TRIAL_TIMINGS_NOTE = ("train tok/s and decode w/s: the trials' own timings (mean over seeds), taken while they "
-                      "trained, so they also measure what else the machine ran then; python -m study.speed NAME "
-                      "times every row in one pass.")
-
-
 def with_speed(rows, speed: dict | None):
     """The table's rows with the timing pass's speeds (rows it lacks: none) and its note; without a
     pass, the trials' own speeds with a note that says so."""
+    rows = rows.copy()
     if speed is None:
-        rows = rows.copy()
         rows.attrs["speed_note"] = TRIAL_TIMINGS_NOTE
         return rows
     timed = {row["label"]: row for row in speed["rows"]}
-    rows = rows.copy()
     rows["train_tokens_per_s"] = [float(timed[label]["train_tokens_per_s"]) if label in timed else math.nan
                                   for label in rows["label"]]
     rows["decode_words_per_s"] = [float(timed[label]["decode_words_per_s"]) if label in timed else math.nan

@@ -98,8 +98,9 @@ def test_the_speed_note_goes_under_the_tables_and_the_speed_plot_not_the_bleu_pl
     shutil.copytree(stored, copy)
     (copy / "speed.json").unlink()
     assert table_main([stored.name, "--results", str(copy.parent)]) == 0
+    said = "taken while they trained, so they also measure what else the machine ran then"  # no quote: HTML escapes it
     for name in ("table.md", "table.tex", "report.html"):
-        assert "taken while they trained, so they also measure what else the machine ran then" in (copy / name).read_text(), name
+        assert said in (copy / name).read_text(), name
     rows = with_speed(pd.read_csv(copy / "table.csv").assign(still_improving=0, uneven_epochs=False), None)
     assert "".join(_note_lines(rows, 30, shows_speed=True)) == TRIAL_TIMINGS_NOTE
     assert _note_lines(rows, 30, shows_speed=False) == []
