@@ -83,6 +83,10 @@ class TrainConfig:
     min_lr: float = 1e-5
     patience: int = setting(4, "early stopping: epochs without improvement; 0 = never stop early", ge=0,
                             note=" (0 = never stop early)")
+    patience_per_stage: bool = setting(
+        False, "plateau: each lr stage trains to convergence (the SR-NMT paper's restart after convergence): "
+               "a restart from the best epoch starts the early-stopping count afresh, and training stops only in "
+               "the stage at min_lr; false counts epochs without improvement across restarts")
     valid_metric: Literal["bleu", "ppl"] = "bleu"
     label_smoothing: float = setting(0.0, ge=0.0, lt=1.0)
     seed: int = 1
@@ -356,6 +360,10 @@ def validate(cfg: Config, source: str) -> None:
             fail("model.gate_inputs", m.gate_inputs, "a context gate needs at least one input")
     if not 0.0 <= t.min_lr <= t.lr:
         fail("train.min_lr", t.min_lr, f"must be between 0 and train.lr ({t.lr})")
+    if t.patience_per_stage and (t.lr_decay != "plateau" or not t.patience):
+        fail("train.patience_per_stage", t.patience_per_stage,
+             "counts early stopping per lr stage of the plateau schedule; set train.lr_decay: plateau and "
+             "train.patience >= 1, or leave it false")
     if d.preset is None:
         for split in ("train", "valid", "test"):
             paths = getattr(d, split)

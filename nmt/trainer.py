@@ -280,6 +280,8 @@ class Trainer:
                 self._restore_best()
                 self._set_lr(max(p.lr * cfg.decay_factor, cfg.min_lr))
                 p.plateau_count = 0
+                if cfg.patience_per_stage:
+                    p.epochs_without_improvement = 0
                 self.log(f"  plateau: restart from epoch {p.best_epoch} with lr {p.lr:.2e}")
 
     def fit(self) -> Progress:
@@ -339,7 +341,9 @@ class Trainer:
             self.log(f"epoch {shown}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
                      f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if selected else ''}  "
                      f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
-            if cfg.patience and p.epochs_without_improvement >= cfg.patience:
+            # per stage, a plateau that can still lower the lr restarts instead of stopping
+            restart_pending = cfg.patience_per_stage and complete and p.lr > cfg.min_lr
+            if cfg.patience and p.epochs_without_improvement >= cfg.patience and not restart_pending:
                 p.stop_reason = "early stopping"
             else:
                 if complete:  # also after the last epoch: a resumed run with a larger budget continues the schedule

@@ -289,6 +289,45 @@ def test_plateau_and_early_stopping_need_both_metrics_to_stall(tmp_path, tiny_co
     assert progress.best_epoch == 1 and progress.best_valid_bleu == 5.0  # selection is by BLEU
 
 
+# stage 1: best at epoch 2, then two epochs without progress; stage 2 (restarted from epoch 2): one epoch without
+# progress, the best at 6, then two more without
+STAGED_VALIDATION = [(50.0, 5.0), (45.0, 6.0), (46.0, 5.5), (47.0, 5.0), (46.0, 5.9), (44.0, 6.5), (45.0, 6.0),
+                     (46.0, 6.0), (47.0, 5.0), (48.0, 5.0)]
+
+
+@pytest.mark.parametrize("per_stage", [False, True])
+def test_patience_per_stage_trains_each_lr_stage_to_convergence(tmp_path, tiny_config, tiny_data, per_stage):
+    lr = tiny_config().train.lr
+    cfg = tiny_config("model.cell=rnn", "train.max_epochs=10", "train.lr_decay=plateau", "train.plateau_patience=2",
+                      "train.patience=2", f"train.min_lr={lr / 2}", f"train.patience_per_stage={str(per_stage).lower()}")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    scripted_validation(trainer, STAGED_VALIDATION)
+    progress = trainer.fit()
+    lrs = [h["lr"] for h in progress.history]
+    assert progress.stop_reason == "early stopping"
+    if per_stage:  # the plateau at epoch 4 restarts from epoch 2 at lr / 2 and a new count; min_lr's stage ends at 8
+        assert progress.epoch == 8 and lrs == [lr] * 4 + [lr / 2] * 4
+        assert progress.best_epoch == 6 and progress.best_valid_bleu == 6.5
+    else:  # the count reaches patience at epoch 4 and stops before any restart
+        assert progress.epoch == 4 and lrs == [lr] * 4
+        assert progress.best_epoch == 2
+
+
+def test_patience_per_stage_restores_the_best_epoch_and_resumes_its_count(tmp_path, tiny_config, tiny_data):
+    lr = tiny_config().train.lr
+    settings = ("model.cell=rnn", "train.lr_decay=plateau", "train.plateau_patience=2", "train.patience=2",
+                f"train.min_lr={lr / 2}", "train.patience_per_stage=true")
+    first = Trainer(tiny_config(*settings, "train.max_epochs=7"), tmp_path, log=lambda _: None, data=tiny_data)
+    scripted_validation(first, STAGED_VALIDATION)
+    first.fit()  # stops at the budget in stage 2, one epoch without progress after epoch 6
+    assert first.progress.epochs_without_improvement == 1 and first.progress.lr == lr / 2
+    resumed = Trainer(tiny_config(*settings, "train.max_epochs=10"), tmp_path, log=lambda _: None, data=tiny_data)
+    assert resumed.resume(tmp_path / "checkpoint")
+    scripted_validation(resumed, STAGED_VALIDATION[7:])
+    progress = resumed.fit()
+    assert progress.stop_reason == "early stopping" and progress.epoch == 8 and progress.best_epoch == 6
+
+
 @pytest.mark.slow
 def test_force_replaces_a_run_only_once_the_new_one_has_finished(tmp_path, cache_dir):
     config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
