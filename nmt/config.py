@@ -118,6 +118,9 @@ class ModelConfig:
     dir_size: Literal["half", "full"] = setting("half", "half: H/2 per direction; full: H each, projected to H")
     layer_connection: Literal["none", "residual", "highway"] = setting("none", "between stacked layers")
     dropout: float = setting(0.2, "before every parameter matrix", ge=0.0, lt=1.0)
+    attention_dropout: bool = setting(False, "dropout before the attention's query and key matrices too (the SR-NMT "
+                                             "paper's dropout before every parameter matrix); false leaves the "
+                                             "attention's inputs undropped")
     attention: Literal["mlp", "general", "dot"] | None = setting(None, "default: mlp, or the unit's paper's")
     # srnmt: LN after every parameter matrix (unit and attention), default on.
     # Other units: LN inside the attention only, default off.

@@ -38,6 +38,10 @@ MODELS = {
     "srnmt-paper-no-ln": ["model.cell=srnmt", "model.enc_layers=2", "model.dec_layers=2", "model.layer_norm=false",
                           "model.context_scale=true", "model.plain_output=true", "model.deep_output=false",
                           "model.init=uniform"],
+    "srnmt-paper": ["model.cell=srnmt", "model.enc_layers=2", "model.dec_layers=2", "model.srnmt.norm_bias=false",
+                    "model.attention_dropout=true", "model.context_scale=true", "model.plain_output=true",
+                    "model.deep_output=false", "model.init=uniform"],
+    "gru-general-attention-dropout": ["model.cell=gru", "model.attention=general", "model.attention_dropout=true"],
     "gru-cg-paper": ["model.cell=gru", "model.decoder_style=bahdanau", "model.context_gate=both",
                      "model.init=uniform", "model.dropout=0.3"],
     "fsmn-paper": ["model.cell=fsmn", "model.enc_layers=4", "model.memory_layers=middle", "model.order=5",
@@ -306,6 +310,50 @@ def test_srnmt_context_scale_divides_every_context_by_sqrt_d():
                 layer.context_proj.bias.zero_()
         outputs.append(model(src, src_mask, tgt, tgt_mask))
     torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=1e-2)  # up to LN's epsilon
+
+
+def test_srnmt_norm_bias_false_leaves_out_the_bias_of_every_matrix_a_layer_norm_reads():
+    H, layers = 8, 2
+    flags = ["model.cell=srnmt", f"model.enc_layers={layers}", f"model.dec_layers={layers}"]
+    with_bias, paper = build(flags, hidden=H), build([*flags, "model.srnmt.norm_bias=false"], hidden=H)
+    # encoder W (3H), decoder W (3H), W_s and W_c (H each), attention W_k (H) in both attending layers
+    assert with_bias.parameter_count - paper.parameter_count == layers * 3 * H + layers * (3 * H + 2 * H) + layers * H
+    for layer in paper.decoder.layers:
+        assert layer.linear.bias is None and layer.state_proj.bias is None and layer.context_proj.bias is None
+    assert all(attention.key_proj.bias is None for attention in paper.decoder.attentions.values())
+    no_ln = ["model.layer_norm=false", *flags]  # nothing normalises: every bias stays
+    assert build(no_ln, hidden=H).parameter_count == build([*no_ln, "model.srnmt.norm_bias=false"], hidden=H).parameter_count
+    # without the bias the LN after c W_c cancels the context's 1/sqrt(d), as in the paper's equations
+    src, src_mask, tgt, tgt_mask = batch()
+    plain = ["model.plain_output=true", "model.deep_output=false", "model.srnmt.norm_bias=false", *flags]
+    unscaled, scaled = build(plain, hidden=16, emb=16), build([*plain, "model.context_scale=true"], hidden=16, emb=16)
+    torch.testing.assert_close(unscaled(src, src_mask, tgt, tgt_mask), scaled(src, src_mask, tgt, tgt_mask),
+                               rtol=0, atol=1e-2)  # up to LN's epsilon
+
+
+@pytest.mark.parametrize("flags", [["model.cell=srnmt"], ["model.cell=gru"], ["model.cell=gru", "model.attention=general"]],
+                         ids=["srnmt", "gru-mlp", "gru-general"])
+def test_attention_dropout_drops_the_inputs_of_the_query_and_key_matrices(flags):
+    p = 0.5
+    shares = {}
+    for on in (False, True):
+        torch.manual_seed(0)
+        cfg = load_config(None, [*flags, "model.hidden=16", "model.emb=12", f"model.dropout={p}",
+                                 f"model.attention_dropout={str(on).lower()}"]).model
+        model = Seq2Seq(cfg, V, V).train()
+        seen: list[torch.Tensor] = []
+        for attention in model.decoder.attentions.values():
+            for name in ("query_proj", "key_proj"):
+                if hasattr(attention, name):
+                    getattr(attention, name).register_forward_pre_hook(lambda m, a: seen.append(a[0].detach()))
+        g = torch.Generator().manual_seed(2)
+        src, tgt = torch.randint(4, V, (16, 10), generator=g), torch.randint(4, V, (16, 10), generator=g)
+        mask = torch.ones(16, 10, dtype=torch.bool)  # no padding: every zero comes from dropout
+        model.loss(src, mask, tgt, tgt, mask)
+        assert seen
+        shares[on] = [float((x == 0).double().mean()) for x in seen]
+    assert all(share == 0.0 for share in shares[False]), shares[False]
+    assert all(0.4 < share < 0.6 for share in shares[True]), shares[True]
 
 
 def test_fsmn_middle_memory_layers_and_slower_filters():

@@ -12,7 +12,9 @@ are linear (class a) and run as scans. Ablations (paper Table 4):
 h_i = [h>_i; h<_i] and drops z from W (W in R^{d x 4 d/2}, LN over what is
 left). W packs three transforms (candidate, recurrence gate, highway gate):
 3 weight matrices. When the input size differs from d the highway reads a
-projection of x_i.
+projection of x_i. By default x_i W has a bias b before the LN (LN(x_i W + b));
+``norm_bias: false`` leaves it out, the paper's LN(x_i W) (without LN the
+bias stays).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from nmt.units import Unit
 class SRNMTEncoderUnit(RecurrentCell):
     recurrence = "a"
 
-    def __init__(self, input_size: int, hidden_size: int, layer_norm: bool = True, highway: bool = True):
+    def __init__(self, input_size: int, hidden_size: int, layer_norm: bool = True, highway: bool = True,
+                 norm_bias: bool = True):
         if hidden_size % 2:
             raise ValueError("the SR-NMT encoder unit needs an even size d (d/2 per direction)")
         super().__init__(input_size, hidden_size // 2, directions=2)
@@ -40,7 +43,7 @@ class SRNMTEncoderUnit(RecurrentCell):
         self.d = d
         self.use_highway = highway
         width = 3 * d if highway else 2 * d  # [x>, x<, g>, g<] (+ z)
-        self.linear = nn.Linear(input_size, width)
+        self.linear = nn.Linear(input_size, width, bias=norm_bias or not layer_norm)
         self.norm = nn.LayerNorm(width) if layer_norm else nn.Identity()
         self.highway_projection = nn.Linear(input_size, d, bias=False) if highway and input_size != d else None
 
@@ -128,6 +131,8 @@ class SRNMTOptions:
     # LN(c_i W_c + b_c) would cancel the factor without the bias b_c; with it, the factor matters.
     context_scale: bool = setting(False, "divide every attention context by sqrt(d), the paper's "
                                          "c_i = attn(s~_i, H) / sqrt(d); false leaves it unscaled")
+    norm_bias: bool = setting(True, "a bias in every matrix a layer norm reads, LN(x W + b) (unit, decoder and "
+                                    "attention keys); false is the paper's LN(x W)")
 
 
 def _decoder(model, memory_size: int):
@@ -146,7 +151,7 @@ UNIT = Unit(
     name="srnmt", label="SR-NMT", rank=7, options=SRNMTOptions,
     paper="Di Gangi & Federico 2018, Deep Neural Machine Translation with Weakly-Recurrent Units",
     cell=lambda options, model, input_size, hidden, directions: SRNMTEncoderUnit(
-        input_size, hidden, layer_norm=model.layer_norm, highway=options.highway),
+        input_size, hidden, layer_norm=model.layer_norm, highway=options.highway, norm_bias=options.norm_bias),
     recurrence="a", bidirectional="total",
     defaults={"layer_norm": True, "multi_attention": True},
     decoder=_decoder, validate=_validate,

@@ -40,12 +40,15 @@ class Decoder(nn.Module):
         layers = cfg.dec_layers if cfg is not None else 0
         self.attending = list(range(layers)) if cfg is not None and cfg.multi_attention else [layers - 1]
 
-    def add_layer(self, cfg: ModelConfig, layer: int, size: int, memory_size: int, query_size: int | None = None) -> bool:
+    def add_layer(self, cfg: ModelConfig, layer: int, size: int, memory_size: int, query_size: int | None = None,
+                  key_bias: bool = True) -> bool:
         """The connection around ``layer`` and, if it attends, its attention; returns whether it attends."""
         self.connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
         if layer not in self.attending:
             return False
-        self.attentions[str(layer)] = Attention(query_size or size, memory_size, cfg.attention, cfg.layer_norm)
+        self.attentions[str(layer)] = Attention(query_size or size, memory_size, cfg.attention, cfg.layer_norm,
+                                                dropout=cfg.dropout if cfg.attention_dropout else 0.0,
+                                                key_bias=key_bias)
         return True
 
     def finish(self, cfg: ModelConfig, size: int, memory_size: int, initial_state: bool = True) -> None:

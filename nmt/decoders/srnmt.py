@@ -17,10 +17,12 @@ block (W in R^{d x 2d}).
 
 The paper divides c_i by sqrt(d) to damp the encoder's gradient from many
 attentions, c_i = attn(s~_i, H) / sqrt(d); ``context_scale: true`` does so.
-It is off by default (our models train well without it). The LN after c_i W_c
-would cancel the factor if W_c had no bias; ours has one, so the factor
-changes how much of LN(c_i W_c + b_c) comes from the context, in every
-variant, and what a deep output reads of c_i.
+It is off by default (our models train well without it). By default every
+matrix a LN reads has a bias (LN(y_i W + b), LN(c_i W_c + b_c), ...);
+``norm_bias: false`` leaves them out, as the paper's equations do. Then the
+LN after c_i W_c cancels the factor (up to its epsilon), and the factor acts
+only without LN and on what a deep output reads of c_i; with the bias it
+changes how much of LN(c_i W_c + b_c) comes from the context.
 The paper's output is "a standard softmax layer over the target vocabulary"
 on s_i (``plain_output: true, deep_output: false``); our default is the
 deep output of the other decoders, so that the units share one output layer.
@@ -42,16 +44,17 @@ def _norm(size: int, enabled: bool) -> nn.Module:
 
 class SRNMTDecoderLayer(nn.Module):
     def __init__(self, input_size: int, d: int, memory_size: int, attends: bool, layer_norm: bool, highway: bool,
-                 dropout: float):
+                 dropout: float, norm_bias: bool = True):
         super().__init__()
         self.d = d
         self.dropout = nn.Dropout(dropout)
         width = 3 * d if highway else 2 * d  # [y~, g] (+ z)
-        self.linear = nn.Linear(input_size, width)
+        bias = norm_bias or not layer_norm
+        self.linear = nn.Linear(input_size, width, bias=bias)
         self.norm = _norm(width, layer_norm)
-        self.state_proj = nn.Linear(d, d)  # W_s
+        self.state_proj = nn.Linear(d, d, bias=bias)  # W_s
         self.state_norm = _norm(d, layer_norm)
-        self.context_proj = nn.Linear(memory_size, d) if attends else None  # W_c
+        self.context_proj = nn.Linear(memory_size, d, bias=bias) if attends else None  # W_c
         self.context_norm = _norm(d, layer_norm) if attends else None
         self.highway = highway
         self.highway_proj = nn.Linear(input_size, d, bias=False) if highway and input_size != d else None
@@ -80,11 +83,12 @@ class SRNMTDecoder(Decoder):
         d = cfg.hidden
         self.layers = nn.ModuleList()
         self.connections = nn.ModuleList()
+        norm_bias = cfg.options.norm_bias
         for layer in range(cfg.dec_layers):
             input_size = cfg.emb if layer == 0 else d
             self.layers.append(SRNMTDecoderLayer(input_size, d, memory_size, layer in self.attending, cfg.layer_norm,
-                                                 cfg.options.highway, cfg.dropout))
-            self.add_layer(cfg, layer, d, memory_size)
+                                                 cfg.options.highway, cfg.dropout, norm_bias))
+            self.add_layer(cfg, layer, d, memory_size, key_bias=norm_bias or not cfg.layer_norm)
         self.finish(cfg, d, memory_size)
         self.context_factor = d ** -0.5 if cfg.options.context_scale else 1.0
 

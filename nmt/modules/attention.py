@@ -10,6 +10,9 @@ Score functions (Bahdanau et al. 2015; Luong et al. 2015)::
 LN appears only with ``layer_norm`` (the layer-normalised MLP attention of
 SR-NMT); the projections of the encoder states ("keys") are computed once
 per source sentence by ``keys`` and reused at every decoder step.
+``dropout`` drops the inputs of W_q and W_k (h_j only where it is
+projected: the context c_i sums the undropped states); ``key_bias: false``
+leaves b out of W_k h_j + b (the SR-NMT paper's LN(W_k h_j)).
 """
 
 from __future__ import annotations
@@ -22,15 +25,16 @@ from nmt.ops.additive_scores import additive_scores
 
 class Attention(nn.Module):
     def __init__(self, query_size: int, memory_size: int, kind: str = "mlp", layer_norm: bool = False,
-                 size: int | None = None):
+                 size: int | None = None, dropout: float = 0.0, key_bias: bool = True):
         super().__init__()
         self.kind = kind
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()  # no draw from the RNG at 0
         self.memory_size = memory_size
         self.score_size = (size or query_size) if kind == "mlp" else query_size  # products per scored position
         if kind == "mlp":
             size = size or query_size
             self.query_proj = nn.Linear(query_size, size, bias=False)
-            self.key_proj = nn.Linear(memory_size, size)
+            self.key_proj = nn.Linear(memory_size, size, bias=key_bias)
             self.score = nn.Linear(size, 1, bias=False)
             self.query_norm = nn.LayerNorm(size) if layer_norm else nn.Identity()
             self.key_norm = nn.LayerNorm(size) if layer_norm else nn.Identity()
@@ -47,7 +51,7 @@ class Attention(nn.Module):
         """Per-sentence precomputation over encoder states (B, S, M)."""
         if self.kind == "dot":
             return states
-        return self.key_norm(self.key_proj(states))
+        return self.key_norm(self.key_proj(self.dropout(states)))
 
     def forward(self, query: Tensor, keys: Tensor, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """query (B, Dq) or (B, Tq, Dq) -> context (B, [Tq,] M), weights (B, [Tq,] S)."""
@@ -55,7 +59,7 @@ class Attention(nn.Module):
         if single:
             query = query.unsqueeze(1)
         if self.kind == "mlp":
-            q = self.query_norm(self.query_proj(query))  # (B, Tq, A)
+            q = self.query_norm(self.query_proj(self.dropout(query)))  # (B, Tq, A)
             scores = additive_scores(q, keys, self.score.weight[0])  # (B, Tq, S)
         else:
             scores = torch.bmm(query, keys.transpose(1, 2))
