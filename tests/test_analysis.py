@@ -121,6 +121,23 @@ def test_fsmn_filters_command_reports_the_learned_taps(runs, tmp_path):
     assert (out / "fsmn_filters.pdf").read_bytes()[:5] == b"%PDF-"
 
 
+def test_fsmn_filters_name_a_middle_block_by_the_hidden_layer_it_reads():
+    """memory_layers: middle puts the paper's blocks on hidden layers 2 and 3 of 4; the layer holding
+    each block is the one above, so the names must count hidden layers, as the paper does."""
+    from types import SimpleNamespace
+
+    from nmt.config import load_config
+    from nmt.model import Seq2Seq
+
+    cfg = load_config(None, ["model.cell=fsmn", "model.enc_layers=4", "model.fsmn.memory_layers=middle",
+                             "model.hidden=8", "model.emb=6"])
+    run = SimpleNamespace(cfg=cfg, model=Seq2Seq(cfg.model, 20, 20), directory="memory")
+    blocks = fsmn_filters.memory_blocks(run, all_layers=True)
+    assert set(blocks) == {"FSMNEnc layer 2", "FSMNEnc layer 3", "FSMNEnc-R layer 2", "FSMNEnc-R layer 3",
+                           "FSMNDec layer 1"}
+    assert torch.equal(blocks["FSMNEnc layer 2"], run.model.encoder.networks[0]["layers"][2].memory.taps.double())
+
+
 @pytest.mark.slow
 def test_context_gates_command(runs, tmp_path):
     out = tmp_path / "cg"

@@ -356,10 +356,34 @@ def test_attention_dropout_drops_the_inputs_of_the_query_and_key_matrices(flags)
     assert all(0.4 < share < 0.6 for share in shares[True]), shares[True]
 
 
+def test_fsmn_middle_encoder_is_the_papers_four_hidden_layers():
+    """memory_layers: middle, enc_layers 4 (Hou et al.): four ReLU hidden layers, memory blocks on the
+    second and third, each read by the layer above, h^l = f(W h^{l-1} + W~ h~^{l-1} + b), by hand."""
+    model = build(MODELS["fsmn-paper"], hidden=16, emb=8)
+    network = model.encoder.networks[0]
+    first, second, third, fourth = network["layers"]
+    assert sum(isinstance(m, torch.nn.Linear) for m in network.modules()) == 4 + 2  # W^1..W^4, W~^3, W~^4
+
+    def memory(block, h):  # eq. (1), one position at a time
+        taps = block.taps
+        return torch.stack([torch.relu(sum(taps[i] * h[:, t - i] for i in range(min(t, block.order) + 1)))
+                            for t in range(h.size(1))], dim=1)
+
+    torch.manual_seed(3)
+    x = torch.randn(3, 9, 8, dtype=torch.double)
+    mask = torch.arange(9) < torch.tensor([[9], [6], [2]])
+    h1 = torch.relu(first.hidden(x))
+    h2 = torch.relu(second.hidden(h1))
+    h3 = torch.relu(third.out_hidden(h2) + third.out_memory(memory(third.memory, h2)))
+    h4 = torch.relu(fourth.out_hidden(h3) + fourth.out_memory(memory(fourth.memory, h3)))
+    out = model.encoder._run(network, x, mask)
+    torch.testing.assert_close(out[mask], h4[mask])
+
+
 def test_fsmn_middle_memory_layers_and_slower_filters():
     model = build(MODELS["fsmn-paper"], hidden=16, emb=8)
     for network in model.encoder.networks:
-        assert [layer.memory is not None for layer in network["layers"]] == [False, True, True, False]
+        assert [layer.memory is not None for layer in network["layers"]] == [False, False, True, True]
     groups = model.lr_scales()
     assert [scale for _, scale in groups] == [1.0, 0.01]
     taps = {id(p) for p in groups[1][0]}

@@ -39,11 +39,13 @@ def memory_blocks(run: Run, all_layers: bool) -> dict[str, torch.Tensor]:
                         "fsmn_filters needs a model with model.cell: fsmn")
     stacks = {}
     for d, network in enumerate(run.model.encoder.networks):
-        stacks["FSMNEnc-R" if d == 1 else "FSMNEnc"] = [layer.memory for layer in network["layers"]]
-    stacks["FSMNDec"] = [layer.memory for layer in run.model.decoder.layers]
+        # a block that the layer above reads (memory_layers: middle) is numbered by the hidden layer it reads
+        stacks["FSMNEnc-R" if d == 1 else "FSMNEnc"] = [
+            (number - 1 if layer.memory_on_input else number, layer.memory) for number, layer in enumerate(network["layers"], 1)]
+    stacks["FSMNDec"] = list(enumerate((layer.memory for layer in run.model.decoder.layers), 1))
     blocks = {}
     for name, layers in stacks.items():
-        numbered = [(number, block) for number, block in enumerate(layers, 1) if block is not None]  # memory_layers
+        numbered = [(number, block) for number, block in layers if block is not None]
         chosen = numbered if all_layers else [numbered[-1]]
         for number, block in chosen:
             blocks[f"{name} layer {number}"] = block.taps.detach().double()

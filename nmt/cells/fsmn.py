@@ -20,9 +20,11 @@ class FSMNOptions:
     memory: Literal["scalar", "vector"] = setting("scalar", "one tap weight per position (scalar) or per element")
     order: int = setting(10, "memory order N: the block reads taps 0..N", ge=0)
     input_window: Literal[1, 2] = setting(1, "words per input position (2: [e(x_t); e(x_{t-1})])")
-    # the paper's 4-layer encoder has memory blocks in layers 2 and 3 only
+    # the paper's encoder: 4 hidden layers, memory blocks on layers 2 and 3 only
     memory_layers: Literal["all", "middle"] = setting(
-        "all", "encoder layers with a memory block; middle = all but the first and the last")
+        "all", "all: each encoder layer is two hidden layers with a memory block between them; middle: "
+        "enc_layers hidden layers with memory blocks on all but the first and the last, each read by the "
+        "layer above (the paper's)")
     memory_lr_scale: float = setting(1.0, "learning rate of the memory taps / the rest (the paper: 0.01)",
                                      gt=0.0, le=1.0, note=", e.g. 0.01 (the paper's)")
 

@@ -8,12 +8,21 @@ Each layer, eq. (3, 5, 6) with f = ReLU::
     m_t  = f(Σ_{i=0..N} a_i h1_{t-i})                  (memory block)
     h2_t = f(W h1_t + W~ m_t + b)
 
-``input_window: 2`` feeds two words per position ([e(x_t); e(x_{t-1})] in
-each network's reading order). ``memory_layers: middle`` keeps memory blocks
-only in the layers between the first and the last (the paper's 4-layer
-encoder has them in layers 2 and 3); the others are plain ReLU layers,
-h_t = f(W_h x_t + b_h). ``dir_size: half`` gives each network H/2;
-``full`` gives H each, projected back to H.
+``memory_layers: all`` (the default) makes each of the ``enc_layers`` layers
+the block above: two hidden layers with a memory block between them.
+``memory_layers: middle`` counts hidden layers as the paper does ("the
+encoder contains 4 hidden layers and is equipped with two memory blocks in
+the second and third layer"): ``enc_layers`` hidden layers, the first two
+plain, h^l_t = f(W^l h^{l-1}_t + b^l), and each later one reading the
+memory block of the hidden layer below it, eq. (1, 2)::
+
+    h~^{l-1}_t = f(Σ_{i=0..N} a_i h^{l-1}_{t-i})
+    h^l_t      = f(W^l h^{l-1}_t + W~^l h~^{l-1}_t + b^l)
+
+so the memory blocks sit on hidden layers 2 .. L-1, all but the first and
+the last. ``input_window: 2`` feeds two words per position ([e(x_t);
+e(x_{t-1})] in each network's reading order). ``dir_size: half`` gives each
+network H/2; ``full`` gives H each, projected back to H.
 """
 
 from __future__ import annotations
@@ -27,16 +36,35 @@ from nmt.modules.memory_block import MemoryBlock, set_memory_lr_scale
 
 
 class FSMNLayer(nn.Module):
-    def __init__(self, input_size: int, size: int, order: int, memory: str, dropout: float, has_memory: bool = True):
+    """One layer of an FSMN network, in one of three shapes:
+
+    - ``has_memory`` (the block of eq. 3, 5, 6): h1 = f(W_h x + b_h), m = its memory block,
+      out = f(W h1 + W~ m + b);
+    - not ``has_memory``: one plain hidden layer, out = f(W_h x + b_h);
+    - ``has_memory`` without ``own_hidden`` (eq. 1, 2): the hidden layer above a memory block
+      of the input, which is the hidden layer below: m = memory block of x, out = f(W x + W~ m + b).
+    """
+
+    def __init__(self, input_size: int, size: int, order: int, memory: str, dropout: float, has_memory: bool = True,
+                 own_hidden: bool = True):
         super().__init__()
+        if not (has_memory or own_hidden):
+            raise ValueError("an FSMN layer needs its own hidden layer, a memory block, or both")
         self.dropout = nn.Dropout(dropout)
-        self.hidden = nn.Linear(input_size, size)
-        self.memory = MemoryBlock(size, order, memory) if has_memory else None
-        self.out_hidden = nn.Linear(size, size) if has_memory else None
-        self.out_memory = nn.Linear(size, size, bias=False) if has_memory else None
+        self.hidden = nn.Linear(input_size, size) if own_hidden else None
+        remembered = size if own_hidden else input_size
+        self.memory = MemoryBlock(remembered, order, memory) if has_memory else None
+        self.out_hidden = nn.Linear(remembered, size) if has_memory else None
+        self.out_memory = nn.Linear(remembered, size, bias=False) if has_memory else None
+
+    @property
+    def memory_on_input(self) -> bool:
+        """True when the memory block reads the hidden layer below (the paper's numbering puts it there)."""
+        return self.memory is not None and self.hidden is None
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
-        h1 = torch.relu(self.hidden(self.dropout(x))) * mask.unsqueeze(-1)
+        # the memory block reads back in time only, and padding follows the words in either reading order
+        h1 = x if self.hidden is None else torch.relu(self.hidden(self.dropout(x))) * mask.unsqueeze(-1)
         if self.memory is None:
             return h1
         m = self.memory(h1)
@@ -72,8 +100,13 @@ class FSMNEncoder(nn.Module):
             connections = nn.ModuleList()
             for layer in range(cfg.enc_layers):
                 input_size = cfg.emb * self.window if layer == 0 else size
-                has_memory = cfg.options.memory_layers == "all" or 0 < layer < cfg.enc_layers - 1
-                layers.append(FSMNLayer(input_size, size, cfg.options.order, cfg.options.memory, cfg.dropout, has_memory))
+                if cfg.options.memory_layers == "all":
+                    has_memory, own_hidden = True, True
+                else:  # hidden layers 1 and 2 plain, each later one above the memory block of the one below
+                    has_memory = layer >= 2
+                    own_hidden = not has_memory
+                layers.append(FSMNLayer(input_size, size, cfg.options.order, cfg.options.memory, cfg.dropout,
+                                        has_memory, own_hidden))
                 connections.append(LayerConnection(cfg.layer_connection if layer > 0 else "none", size))
             self.networks.append(nn.ModuleDict({"layers": layers, "connections": connections}))
         total = size * directions
@@ -83,7 +116,7 @@ class FSMNEncoder(nn.Module):
 
     @property
     def weight_matrices(self) -> int:
-        return 3  # W_h, W, W~ per layer
+        return 3  # W_h, W, W~ per memory block
 
     def _run(self, network: nn.ModuleDict, x: Tensor, mask: Tensor) -> Tensor:
         x = previous_word_window(x, self.window)
