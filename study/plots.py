@@ -174,19 +174,28 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
 
 
 # label offsets in points, tried in this order: right-up, left-up, right-down, left-down, further out
-_OFFSETS = [(3, 3), (-3, 3), (3, -9), (-3, -9), (3, 10), (-3, 10), (3, -16), (-3, -16)]
+_OFFSETS = [(3, 3), (-3, 3), (3, -9), (-3, -9), (3, 10), (-3, 10), (3, -16), (-3, -16), (3, 17), (-3, 17),
+            (3, -23), (-3, -23)]
+LABEL_GAP_POINTS = 2.0  # the least space between two labels, so that two never read as one
+MARKER_RADIUS_POINTS = 3.5  # a scatter marker of the default size (36 square points), with a rim
 
 
 def place_labels(fig, ax, points: list[tuple[float, float]], labels: list[str]) -> list:
     """Annotate each point with its label at the first offset where the label stays inside the
-    axes and overlaps no label placed before it (measured with the figure's renderer); a label
-    with no such place goes where it overlaps no other label if it can, leaving the frame least.
-    Returns the labels' boxes."""
+    axes, keeps a gap from every label placed before it and covers no other point's marker
+    (measured with the figure's renderer); a label with no such place goes where it collides
+    with nothing if it can, leaving the frame least. Returns the labels' boxes."""
+    from matplotlib.transforms import Bbox
+
     fig.canvas.draw()  # fixes the axes limits and the transform the boxes are measured in
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
+    gap = LABEL_GAP_POINTS * fig.dpi / 72
+    radius = MARKER_RADIUS_POINTS * fig.dpi / 72
+    markers = [Bbox.from_extents(px - radius, py - radius, px + radius, py + radius)
+               for px, py in ax.transData.transform(points)] if points else []
     placed = []
-    for (x, y), label in zip(points, labels):
+    for index, ((x, y), label) in enumerate(zip(points, labels)):
         best = None
         for dx, dy in _OFFSETS:
             text = ax.annotate(label, (x, y), fontsize=7, xytext=(dx, dy), textcoords="offset points",
@@ -194,7 +203,9 @@ def place_labels(fig, ax, points: list[tuple[float, float]], labels: list[str]) 
             box = text.get_window_extent(renderer)
             outside = max(0.0, frame.x0 - box.x0) + max(0.0, box.x1 - frame.x1) + \
                 max(0.0, frame.y0 - box.y0) + max(0.0, box.y1 - frame.y1)
-            collides = any(box.overlaps(other) for other in placed)
+            spaced = Bbox.from_extents(box.x0 - gap, box.y0 - gap, box.x1 + gap, box.y1 + gap)
+            collides = any(spaced.overlaps(other) for other in placed) or \
+                any(box.overlaps(marker) for other, marker in enumerate(markers) if other != index)
             score = (collides, outside)
             if best is None or score < best[0]:
                 if best is not None:

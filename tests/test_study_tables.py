@@ -223,6 +223,36 @@ def test_scatter_labels_neither_collide_nor_leave_the_frame():
     plt.close(fig)
 
 
+def test_scatter_labels_keep_apart_and_off_the_other_points():
+    """The smoke ablation's speed plot: eight rows at BLEU 0, spread only along the speed axis. A
+    label that ended where the next began read as one ("- LN & highway †Multi Attention †")."""
+    from study.plots import LABEL_GAP_POINTS, MARKER_RADIUS_POINTS, _pyplot, place_labels
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    points = [(1255, 0.0), (1320, 0.0), (1475, 0.0), (1505, 0.0), (1635, 0.0), (1860, 0.0), (1975, 0.0), (2165, 0.0)]
+    labels = ["SR-NMT 4L \u2020", "- LN & highway \u2020", "- Highway \u2020", "- Multi Attention \u2020",
+              "- LayerNorm \u2020", "- LN & MA \u2020", "- MA & highway \u2020", "- LN, MA & highway \u2020"]
+    ax.scatter(*zip(*points))
+    fig.tight_layout()
+    boxes = place_labels(fig, ax, points, labels)
+    gap = LABEL_GAP_POINTS * fig.dpi / 72
+    radius = MARKER_RADIUS_POINTS * fig.dpi / 72
+    frame = ax.get_window_extent(fig.canvas.get_renderer())
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            apart = max(b.x0 - a.x1, a.x0 - b.x1, b.y0 - a.y1, a.y0 - b.y1)
+            assert apart >= gap, (labels[i], apart)
+    centres = ax.transData.transform(points)
+    for i, box in enumerate(boxes):
+        for j, (px, py) in enumerate(centres):
+            if j != i:
+                assert not (box.x0 < px + radius and px - radius < box.x1 and box.y0 < py + radius
+                            and py - radius < box.y1), (labels[i], labels[j])
+    plt.close(fig)
+
+
 def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monkeypatch):
     from study import plots
 
