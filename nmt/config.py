@@ -127,8 +127,10 @@ class ModelConfig:
     layer_norm: bool | None = setting(None, "layer normalisation (default: the unit's paper's)")
     multi_attention: bool | None = setting(None, "an attention in every decoder layer, not the top one only")
     # Units on the step-by-step decoder: luong = attend with the new state after the recurrence;
-    # bahdanau = attend with the previous state, context enters the recurrence (RNNsearch).
-    decoder_style: Literal["luong", "bahdanau"] | None = setting(None, "step-by-step decoder: luong or bahdanau")
+    # bahdanau = attend with the previous state, context enters the recurrence (RNNsearch);
+    # conditional = two cells per attending layer, the attention between them (ATR's systems, Nematus).
+    decoder_style: Literal["luong", "bahdanau", "conditional"] | None = setting(
+        None, "step-by-step decoder: luong, bahdanau or conditional")
     input_feeding: bool | None = setting(None, "step-by-step decoder: feed the previous attentional output")
     context_gate: Literal["none", "source", "target", "both"] = setting("none", "Tu et al. 2017")
     gate_inputs: list[str] | None = setting(None, "subset of state, source, prev_word (default: all three)")

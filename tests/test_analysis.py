@@ -209,6 +209,22 @@ def bad(main, argv, capsys, *expected):
         assert text in err, err
 
 
+def test_atr_gates_refuses_the_decoder_of_a_conditional_model():
+    """eq. (10) follows one cell's recurrence; a conditional decoder alternates two cells per step."""
+    from types import SimpleNamespace
+
+    from nmt.analysis.atr_gates import atr_layer
+    from nmt.config import load_config
+    from nmt.errors import UserError
+    from nmt.model import Seq2Seq
+
+    cfg = load_config(None, ["model.cell=atr", "model.decoder_style=conditional", "model.hidden=8", "model.emb=6"])
+    run = SimpleNamespace(cfg=cfg, model=Seq2Seq(cfg.model, 20, 20), directory="conditional")
+    with pytest.raises(UserError, match="use --side encoder"):
+        atr_layer(run, "decoder", 1)
+    assert atr_layer(run, "encoder", 1) is run.model.encoder.cells[0]
+
+
 @pytest.mark.slow
 def test_analysis_bad_input_is_one_line_and_writes_nothing(runs, tmp_path, capsys):
     out = tmp_path / "never"

@@ -30,6 +30,10 @@ MODELS = {
     "atr-independent": ["model.cell=atr", "model.gates=independent"],
     "sru": ["model.cell=sru", "model.dec_layers=2"],
     "sru-peephole-bahdanau": ["model.cell=sru", "model.peephole=true", "model.decoder_style=bahdanau"],
+    "lstm-conditional-3L-multi-feeding": ["model.cell=lstm", "model.decoder_style=conditional", "model.dec_layers=3",
+                                          "model.multi_attention=true", "model.input_feeding=true"],
+    "atr-conditional-2L-paper": ["model.cell=atr", "model.decoder_style=conditional", "model.dec_layers=2",
+                                 "model.init=uniform", "model.dir_size=full"],
     "srnmt": ["model.cell=srnmt", "model.enc_layers=2", "model.dec_layers=2"],
     "fsmn": ["model.cell=fsmn", "model.attention=general"],
     "fsmn-window2-vector-multi": ["model.cell=fsmn", "model.input_window=2", "model.memory=vector",
@@ -53,6 +57,7 @@ for _unit in units().values():
     MODELS.setdefault(f"{_unit.name}-defaults", [f"model.cell={_unit.name}", "model.dec_layers=2"])
     if _unit.recurrent_decoder:
         MODELS.setdefault(f"{_unit.name}-bahdanau", [f"model.cell={_unit.name}", "model.decoder_style=bahdanau"])
+        MODELS.setdefault(f"{_unit.name}-conditional", [f"model.cell={_unit.name}", "model.decoder_style=conditional"])
 SRNMT_FLAGS = list(itertools.product([True, False], repeat=3))
 GATES = [(strategy, cell) for strategy in ("none", "source", "target", "both") for cell in ("rnn", "gru", "lstm", "atr", "ran")]
 GATE_VARIANTS = [
@@ -111,6 +116,29 @@ def test_sentence_alone_equals_sentence_in_padded_batch(name):
     torch.testing.assert_close(losses[row:row + 1], per_sentence_loss(*alone), rtol=1e-9, atol=1e-10)
     in_batch = beam_search(model, src, src_mask, beam=3, max_len_ratio=1.5)
     assert beam_search(model, alone[0], alone[1], beam=3, max_len_ratio=1.5)[0] == in_batch[row]
+
+
+@pytest.mark.parametrize("cell", ["atr", "lstm"])
+def test_conditional_decoder_step_is_lower_cell_attention_higher_cell(cell):
+    """decoder_style: conditional (ATR's systems): s_i = cell_lower(y_{i-1}, h_{i-1}), c_i = attn(s_i, H),
+    h_i = cell_higher(c_i, s_i), each cell by its reference equations; two steps, so the second
+    starts from the higher cell's state."""
+    model = build([f"model.cell={cell}", "model.decoder_style=conditional"], hidden=16, emb=8)
+    decoder = model.decoder
+    src, src_mask, tgt, _ = batch()
+    memory = model.encode(src, src_mask)
+    y = model.embed_target(tgt)
+    state = decoder.init_state(memory)
+    lower, higher = decoder.cells[0], decoder.higher_cells["0"]
+    previous = tuple(state[f"0.{j}"] for j in range(lower.state_size))
+    for t in range(2):
+        output, state = decoder.step(memory, y[:, t], state)
+        s, s_state = lower.reference_step(y[:, t], previous, 0)
+        context, _ = decoder.attend("0", s, memory)
+        h, previous = higher.reference_step(context, s_state, 0)
+        for j, part in enumerate(previous):
+            torch.testing.assert_close(state[f"0.{j}"], part, rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(output, decoder.output(h, context, y[:, t]), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("flags", SRNMT_FLAGS, ids=lambda f: "LN{}-MA{}-HW{}".format(*map(int, f)))

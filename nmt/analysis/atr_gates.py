@@ -50,6 +50,10 @@ def atr_layer(run: Run, side: str, layer: int) -> ATRCell:
     if run.cfg.model.cell != "atr":
         raise UserError(f"--checkpoint {run.directory}: its model.cell is {run.cfg.model.cell}; "
                         "atr_gates needs a model with model.cell: atr")
+    if side == "decoder" and run.cfg.model.decoder_style == "conditional":
+        raise UserError(f"--checkpoint {run.directory}: its decoder is conditional (two ATR cells per step, the "
+                        "attention between them), and the eq. (10) weights follow one cell's recurrence; "
+                        "use --side encoder")
     cells = run.model.decoder.cells if side == "decoder" else run.model.encoder.cells
     if not 1 <= layer <= len(cells):
         raise UserError(f"--layer {layer}: the {side} has {len(cells)} layer(s); choose 1..{len(cells)}")

@@ -13,6 +13,18 @@ computes c^l_i = attn(h^l_{i-1}, H) from its previous state, and the
 context enters the recurrence, h^l_i = f(W x^l_i + U h^l_{i-1} + C c^l_i),
 optionally through a context gate (Tu et al. 2017). This needs the step loop.
 
+``decoder_style: conditional`` (the two-layer hierarchical decoder of Zhang
+et al. 2018's ATR systems, the conditional GRU of dl4mt / Nematus): an
+attending layer has two cells. The lower one reads the word and the previous
+state, the attention queries with its result, and the higher one reads the
+context with the lower one's state as its previous state::
+
+    s_i = cell_lower(x_i, h_{i-1})
+    c_i = attn(s_i, H)
+    h_i = cell_higher(c_i, s_i)
+
+A layer that does not attend is one cell. This needs the step loop too.
+
 ``multi_attention``: every layer attends (otherwise the top layer only).
 Output: o_i = tanh(W_o [h^L_i; c^L_i; e(y_{i-1})]) (``deep_output``), or the
 top state itself (``plain_output``).
@@ -34,6 +46,7 @@ class RecurrentDecoder(Decoder):
         super().__init__(cfg)
         hidden = cfg.hidden
         self.hidden = hidden
+        self.style = cfg.decoder_style
         self.bahdanau = cfg.decoder_style == "bahdanau"
         self.input_feeding = cfg.input_feeding
         self.dropout = nn.Dropout(cfg.dropout)
@@ -42,6 +55,7 @@ class RecurrentDecoder(Decoder):
         self.context_terms = nn.ModuleDict()  # C: context -> cell chunks (bahdanau)
         self.combiners = nn.ModuleDict()  # luong, multi-attention: tanh(W [h; c]) below the top
         self.gates = nn.ModuleDict()
+        self.higher_cells = nn.ModuleDict()  # conditional: the cell above each attention, reading its context
         for layer in range(cfg.dec_layers):
             input_size = cfg.emb * (2 if self.input_feeding else 1) if layer == 0 else hidden
             cell = make_cell(cfg, input_size, hidden)
@@ -54,6 +68,8 @@ class RecurrentDecoder(Decoder):
                 if cfg.context_gate != "none":
                     self.gates[name] = ContextGate(cfg.context_gate, cfg.gate_inputs, cfg.gate_granularity,
                                                    cfg.emb, hidden, memory_size, cfg.dropout)
+            elif self.style == "conditional":
+                self.higher_cells[name] = make_cell(cfg, memory_size, hidden)
             elif layer < cfg.dec_layers - 1:
                 self.combiners[name] = nn.Linear(hidden + memory_size, hidden)
         self.finish(cfg, hidden, memory_size)
@@ -89,9 +105,13 @@ class RecurrentDecoder(Decoder):
                 else:
                     u = u + source_term
             h, cell_state = cell.step(u, cell_state, history_gate=history_gate)
+            if name in self.higher_cells:
+                context, _ = self.attend(name, h, memory)
+                higher = self.higher_cells[name]
+                h, cell_state = higher.step(higher.project(self.dropout(context), skip=context), cell_state)
             for j, part in enumerate(cell_state):
                 new_state[f"{layer}.{j}"] = part
-            if not self.bahdanau and name in self.attentions:
+            if self.style == "luong" and name in self.attentions:
                 context, _ = self.attend(name, h, memory)
                 if name in self.combiners:
                     h = torch.tanh(self.combiners[name](self.dropout(torch.cat([h, context], dim=-1))))
@@ -106,7 +126,7 @@ class RecurrentDecoder(Decoder):
     @property
     def parallel(self) -> bool:
         """True when no step feeds back into the next (luong without input feeding)."""
-        return not self.bahdanau and not self.input_feeding
+        return self.style == "luong" and not self.input_feeding
 
     def forward(self, memory: Memory, y_emb: Tensor, y_mask: Tensor) -> Tensor:
         if not self.parallel:
