@@ -20,11 +20,13 @@ from nmt.trainer import Trainer
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_config, tiny_data):
-    """Three tiny trained runs: ATR (2 decoder layers), FSMN, GRU with a context gate (both)."""
+    """Four tiny trained runs: ATR (2 decoder layers), ATR on the conditional decoder, FSMN, GRU with a
+    context gate (both)."""
     root = tmp_path_factory.mktemp("analysis-runs")
     made = {}
     for name, overrides in {
         "atr": ["model.cell=atr", "model.dec_layers=2"],
+        "atr-conditional": ["model.cell=atr", "model.decoder_style=conditional"],
         "fsmn": ["model.cell=fsmn", "model.enc_layers=2", "model.memory=vector", "model.order=4"],
         "cg": ["model.cell=gru", "model.decoder_style=bahdanau", "model.context_gate=both"],
     }.items():
@@ -91,6 +93,19 @@ def test_atr_gates_command(runs, tmp_path, capsys):
     assert "Pearson r(input gate, forget gate)" in capsys.readouterr().out
     run = load_run(runs["atr"])
     assert all(cell.trace is None for cell in run.model.decoder.cells)  # recording leaves no trace behind
+
+
+@pytest.mark.slow
+def test_atr_gates_command_on_a_conditional_decoder(runs, tmp_path, capsys):
+    out = tmp_path / "atr-conditional"
+    assert atr_gates.main(["--checkpoint", str(runs["atr-conditional"]), "--out", str(out), "--sentence", "1"]) == 0
+    summary = json.loads((out / "atr_gates.json").read_text())
+    assert summary["cell"].startswith("lower")
+    assert -1.0 <= summary["pearson_r_elements_higher_cell"] <= 1.0
+    assert summary["pearson_r_elements_higher_cell"] != summary["pearson_r_elements"]
+    assert "its higher cell's r" in capsys.readouterr().out
+    run = load_run(runs["atr-conditional"])
+    assert run.model.decoder.higher_cells["0"].trace is None and run.model.decoder.cells[0].trace is None
 
 
 @pytest.mark.slow
@@ -209,20 +224,49 @@ def bad(main, argv, capsys, *expected):
         assert text in err, err
 
 
-def test_atr_gates_refuses_the_decoder_of_a_conditional_model():
-    """eq. (10) follows one cell's recurrence; a conditional decoder alternates two cells per step."""
+def test_atr_gates_unrolls_eq_10_through_both_cells_of_a_conditional_decoder():
+    """decoder_style: conditional has two ATR cells per step: s_t = i ⊙ W y_t + f ⊙ h_{t-1} and
+    h_t = i' ⊙ W' c_t + f' ⊙ s_t. The chained gates give each word's weight exactly: h_t is the
+    words' sum with g = dependency_vectors(i ⊙ f', f ⊙ f'), plus the contexts' sum with
+    dependency_vectors(i', f ⊙ f'), plus the start state carried by Π (f ⊙ f')."""
     from types import SimpleNamespace
 
-    from nmt.analysis.atr_gates import atr_layer
     from nmt.config import load_config
-    from nmt.errors import UserError
     from nmt.model import Seq2Seq
 
+    torch.manual_seed(0)
     cfg = load_config(None, ["model.cell=atr", "model.decoder_style=conditional", "model.hidden=8", "model.emb=6"])
-    run = SimpleNamespace(cfg=cfg, model=Seq2Seq(cfg.model, 20, 20), directory="conditional")
-    with pytest.raises(UserError, match="use --side encoder"):
-        atr_layer(run, "decoder", 1)
-    assert atr_layer(run, "encoder", 1) is run.model.encoder.cells[0]
+    model = Seq2Seq(cfg.model, 20, 20).double().eval()
+    run = SimpleNamespace(cfg=cfg, model=model, directory="conditional")
+    lower, higher = atr_gates.atr_layer(run, "decoder", 1)
+    assert lower is model.decoder.cells[0] and higher is model.decoder.higher_cells["0"]
+    assert atr_gates.atr_layer(run, "encoder", 1) == (model.encoder.cells[0], None)
+    decoder = model.decoder
+    src = torch.tensor([[5, 6, 7, 8, 2]])
+    memory = model.encode(src, torch.ones_like(src, dtype=torch.bool))
+    y = model.embed_target(torch.tensor([[1, 9, 10, 11, 12, 13]]))
+    state = decoder.init_state(memory)
+    h0 = state["0.0"][0]
+    words, contexts, states = [], [], []
+    lower.trace, higher.trace = [], []
+    with torch.no_grad():
+        for t in range(6):
+            s, _ = lower.step(lower.project(y[:, t]), (state["0.0"],))
+            context, _ = decoder.attend("0", s, memory)
+            words.append(lower.project(y[:, t])[0])
+            contexts.append(higher.project(context)[0])
+            _, state = decoder.step(memory, y[:, t], state)
+            states.append(state["0.0"][0])
+    i, f = (torch.cat([gate for gate, _, _ in lower.trace[1::2]]), torch.cat([gate for _, gate, _ in lower.trace[1::2]]))
+    i_h, f_h = (torch.cat([gate for gate, _, _ in higher.trace]), torch.cat([gate for _, gate, _ in higher.trace]))
+    lower.trace = higher.trace = None
+    word_weights = atr_gates.dependency_vectors(*atr_gates.chained_gates((i, f), (i_h, f_h)))
+    context_weights = atr_gates.dependency_vectors(i_h, f * f_h)
+    for t in range(6):
+        rebuilt = (word_weights[t, : t + 1] * torch.stack(words[: t + 1])).sum(dim=0) + \
+            (context_weights[t, : t + 1] * torch.stack(contexts[: t + 1])).sum(dim=0) + \
+            (f[: t + 1] * f_h[: t + 1]).prod(dim=0) * h0
+        torch.testing.assert_close(rebuilt, states[t])
 
 
 @pytest.mark.slow

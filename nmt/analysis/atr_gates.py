@@ -13,6 +13,13 @@ f_t = σ(q_t - p_t). It reports:
   drawn for one sentence as a (t, k) map of the mean weight over units, with
   each position's strongest earlier input (the paper's Figure 4 dependencies).
 
+A conditional decoder (``decoder_style: conditional``, the paper's own) has two
+ATR cells per step: the lower one reads the word, s_t = i_t ⊙ W y_t + f_t ⊙ h_{t-1},
+the higher one the context, h_t = i'_t ⊙ W' c_t + f'_t ⊙ s_t. The gates reported
+are the lower cell's, and eq. (10) unrolls through both, so a word's weight is
+g_k = (i_k ⊙ f'_k) ⊙ Π_{l=k+1..t} (f_l ⊙ f'_l); the higher cell's correlation is
+reported beside them.
+
     python -m nmt.analysis.atr_gates --checkpoint runs/atr --out analysis/atr
 """
 
@@ -46,18 +53,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def atr_layer(run: Run, side: str, layer: int) -> ATRCell:
+def atr_layer(run: Run, side: str, layer: int) -> tuple[ATRCell, ATRCell | None]:
+    """The layer's ATR cell and, in a conditional decoder's attending layer, the higher cell above it."""
     if run.cfg.model.cell != "atr":
         raise UserError(f"--checkpoint {run.directory}: its model.cell is {run.cfg.model.cell}; "
                         "atr_gates needs a model with model.cell: atr")
-    if side == "decoder" and run.cfg.model.decoder_style == "conditional":
-        raise UserError(f"--checkpoint {run.directory}: its decoder is conditional (two ATR cells per step, the "
-                        "attention between them), and the eq. (10) weights follow one cell's recurrence; "
-                        "use --side encoder")
     cells = run.model.decoder.cells if side == "decoder" else run.model.encoder.cells
     if not 1 <= layer <= len(cells):
         raise UserError(f"--layer {layer}: the {side} has {len(cells)} layer(s); choose 1..{len(cells)}")
-    return cells[layer - 1]
+    above = run.model.decoder.higher_cells if side == "decoder" else {}
+    return cells[layer - 1], above[str(layer - 1)] if str(layer - 1) in above else None
 
 
 def record_gates(run: Run, cell: ATRCell, pairs, side: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -93,8 +98,18 @@ def token_labels(run: Run, pairs, index: int, side: str) -> list[str]:
     return [run.src_vocab.piece(t) for t in run.src_vocab.encode(source)] + ["</s>"]
 
 
-def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int) -> tuple[dict, dict]:
+def chained_gates(lower: tuple[torch.Tensor, torch.Tensor], higher: tuple[torch.Tensor, torch.Tensor]
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A conditional decoder's step as one cell of eq. (10) for its word inputs: the word enters with
+    i ⊙ f' (the higher cell keeps f' of the lower state), the state carries on with f ⊙ f'."""
+    (i, f), (_, f_higher) = lower, higher
+    return i * f_higher, f * f_higher
+
+
+def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int,
+            higher: ATRCell | None = None) -> tuple[dict, dict]:
     gates = record_gates(run, cell, pairs, side)
+    higher_gates = record_gates(run, higher, pairs, side) if higher is not None else None
     all_i = torch.cat([i.flatten() for i, _ in gates])
     all_f = torch.cat([f.flatten() for _, f in gates])
     token_i = [i.mean(dim=1) for i, _ in gates]
@@ -107,7 +122,7 @@ def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int
             positions.append({"position": t + 1, "sentences": len(rows),
                               "input_gate": float(torch.stack([token_i[k][t] for k in rows]).mean()),
                               "forget_gate": float(torch.stack([token_f[k][t] for k in rows]).mean())})
-    i, f = gates[sentence]
+    i, f = gates[sentence] if higher_gates is None else chained_gates(gates[sentence], higher_gates[sentence])
     weights = dependency_vectors(i, f).mean(dim=-1)  # the mean weight over units
     labels = token_labels(run, pairs, sentence, side)[: weights.size(0)]
     strongest = [{"token": labels[t], "strongest_earlier": labels[int(weights[t, :t].argmax())],
@@ -122,6 +137,10 @@ def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int
         "positions": positions,
         "example": {"sentence": sentence, "tokens": labels, "dependencies": strongest},
     }
+    if higher_gates is not None:
+        summary["cell"] = "lower (the conditional decoder's cell that reads the words)"
+        summary["pearson_r_elements_higher_cell"] = pearson(torch.cat([i.flatten() for i, _ in higher_gates]),
+                                                            torch.cat([f.flatten() for _, f in higher_gates]))
     return summary, {"weights": weights, "labels": labels}
 
 
@@ -162,13 +181,13 @@ def plot_dependencies(example: dict, path) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run = load_run(args.checkpoint, args.threads)
-    cell = atr_layer(run, args.side, args.layer)
+    cell, higher = atr_layer(run, args.side, args.layer)
     pairs = evaluation_text(run.cfg, args.source, args.reference, args.limit)
     if not 0 <= args.sentence < len(pairs):
         raise UserError(f"--sentence {args.sentence}: the test set has {len(pairs)} sentences; "
                         f"choose 0..{len(pairs) - 1}")
     print(f"atr_gates: {len(pairs)} sentences, {args.side} layer {args.layer} of {run.directory}", file=sys.stderr)
-    summary, example = analyse(run, cell, pairs, args.side, args.layer, args.sentence)
+    summary, example = analyse(run, cell, pairs, args.side, args.layer, args.sentence, higher)
     out = prepare_out(args.out)
     plot_positions(summary, out / "atr_gates_positions.png")
     plot_dependencies(example, out / "atr_dependencies.png")
@@ -177,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['gate_elements']:,} gate elements; {summary['pearson_r_token_means']:.4f} over token means; "
           f"{summary['pearson_r_position_means']:.4f} over the per-position means of the plot (paper: -0.9819)")
     print(f"mean input gate {summary['mean_input_gate']:.3f}, mean forget gate {summary['mean_forget_gate']:.3f}")
+    if "cell" in summary:
+        print(f"conditional decoder: the gates above are its {summary['cell']}; its higher cell's r over gate "
+              f"elements is {summary['pearson_r_elements_higher_cell']:.4f}")
     print("strongest earlier input (eq. 10): " + ", ".join(
         f"{d['token']}<-{d['strongest_earlier']}" for d in summary["example"]["dependencies"][:12]))
     print(f"wrote {out}/atr_gates_positions.png, atr_dependencies.png (and .pdf), atr_gates.json")
