@@ -104,12 +104,14 @@ def page_faults(mode: str, **user_env: str) -> tuple[str, int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_a_running_process_keeps_freed_memory_unless_the_user_set_the_threshold():
-    names, glibc_default = page_faults("as glibc starts")
-    assert glibc_default > 10_000  # each step faults its large blocks in again, page by page (measured: 41,000)
-    names, kept = page_faults("keep")
-    assert names == "['MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_']" and kept < glibc_default // 100
+    """The reference is a fixed 128 KiB mmap threshold, which the user sets here: every large block is
+    mapped anew and faulted in page by page. glibc's own default moves its threshold as blocks are
+    freed, so how often it faults them in again depends on how the heap happens to lie (41,000
+    faults in one run, 3,723 in another): no number to assert on."""
     names, user_set = page_faults("keep", MALLOC_MMAP_THRESHOLD_="131072")  # the user's 128 KiB wins
     assert names == "['MALLOC_TRIM_THRESHOLD_']" and user_set > 10_000
+    names, kept = page_faults("keep")
+    assert names == "['MALLOC_MMAP_THRESHOLD_', 'MALLOC_TRIM_THRESHOLD_']" and kept < user_set // 100
 
 
 def test_the_commands_that_train_or_time_training_keep_freed_memory(tmp_path, cache_dir, monkeypatch, capsys):
