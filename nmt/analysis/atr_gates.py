@@ -141,7 +141,7 @@ def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int
         summary["cell"] = "lower (the conditional decoder's cell that reads the words)"
         summary["pearson_r_elements_higher_cell"] = pearson(torch.cat([i.flatten() for i, _ in higher_gates]),
                                                             torch.cat([f.flatten() for _, f in higher_gates]))
-    return summary, {"weights": weights, "labels": labels}
+    return summary, {"weights": weights, "labels": labels, "conditional": higher_gates is not None}
 
 
 def plot_positions(summary: dict, path) -> None:
@@ -152,7 +152,8 @@ def plot_positions(summary: dict, path) -> None:
     ax.plot(xs, [p["forget_gate"] for p in summary["positions"]], marker="s", ms=3, label="forget gate f")
     ax.set_xlabel(f"position in the sentence ({summary['side']})")
     ax.set_ylabel("mean gate value")
-    ax.set_title(f"ATR gates per position, r = {summary['pearson_r_elements']:.3f} (elements), "
+    which = "ATR gates of the conditional decoder's lower cell" if "cell" in summary else "ATR gates"
+    ax.set_title(f"{which} per position\nr = {summary['pearson_r_elements']:.3f} (elements), "
                  f"{summary['pearson_r_token_means']:.3f} (token means)", fontsize=9)
     ax.legend()
     save_figure(fig, path)
@@ -173,7 +174,8 @@ def plot_dependencies(example: dict, path) -> None:
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel("input k")
     ax.set_ylabel("state t")
-    ax.set_title("ATR eq. (10): mean g_k per state (x = strongest earlier input)", fontsize=9)
+    through = " through both cells of the conditional decoder" if example["conditional"] else ""
+    ax.set_title(f"ATR eq. (10){through}: mean g_k per state (x = strongest earlier input)", fontsize=9)
     fig.colorbar(image, ax=ax, shrink=0.7)
     save_figure(fig, path)
 
