@@ -46,12 +46,14 @@ def finished_trials(results: Path, name: str) -> dict[str, dict]:
             for path in (results / "ray" / name / "finished").glob("*/metrics.json")}
 
 
-def assert_complete(results: Path, name: str, labels: list[str], seeds: int) -> list:
-    """Every configuration once in the table with all its seeds; one finished MLflow child per trial."""
+def assert_complete(results: Path, name: str, labels: list[str], seeds: int, output: str = "") -> list:
+    """Every configuration once in the table with all its seeds; one finished MLflow child per trial.
+    ``output``: the last driver's, shown when the MLflow runs are not as expected."""
     rows = table_rows(results, name)
     assert [r["label"] for r in rows] == labels and all(r["n"] == str(seeds) for r in rows), rows
     client, parents, children = mlflow_runs(results, name)
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED", \
+        ([(p.info.status, p.info.start_time, p.info.end_time) for p in parents], output[-4000:])
     assert len(children) == len(labels) * seeds and len({c.data.tags["trial_key"] for c in children}) == len(children)
     assert all(c.info.status == "FINISHED" for c in children)
     return children
@@ -220,7 +222,9 @@ def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_e
     if sig == signal.SIGTERM:
         resumed = study(*args, "--resume", env=ray_env)
         assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-        assert_complete(results, "stopped", ["small", "atr"], seeds=1)
+        output = resumed.stdout + resumed.stderr
+        assert "MLflow logging failed" not in output and "were lost" not in output, output[-4000:]
+        assert_complete(results, "stopped", ["small", "atr"], seeds=1, output=output)
 
 
 # --- 3: a trial's worker process killed mid-epoch ------------------------------------------
