@@ -3,13 +3,14 @@
 Each source is a study name (its result directory ``<results>/NAME``) or the path of a study's
 result directory (``results/reference/ablation_srnmt``). The rows of all sources go in one
 table, in the sources' order; a label found in more than one source is prefixed with its source
-(``ablation_srnmt: SR-NMT 4L``). Δ, its bootstrap interval and the p-value are measured against
+(``ablation_srnmt: SR-NMT 4L``). Δ, its seed and bootstrap intervals and the p-value are measured against
 one reference row (``--reference``, default the first source's own) by ``study.tables`` itself,
 exactly as in a study's own table: rows are paired seed by seed on the test set.
 
 A paired bootstrap needs both systems to have translated the same sentences. Rows of a source
-whose test set (``test.ref``) differs from the reference row's get no bootstrap: their Δ CI and
-p say ``n/a`` and a note says why, rather than a number computed against the wrong references.
+whose test set (``test.ref``) differs from the reference row's get no bootstrap and no seed
+interval: their Δ CIs and p say ``n/a`` and a note says why, rather than a number computed against
+the wrong references.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Comparison:
         frame.insert(1, "Source", self.sources)
         for index in range(len(frame)):
             if self.unpaired_reason(index):
-                frame.loc[index, ["Δ CI (bootstrap)", "p"]] = UNPAIRED
+                frame.loc[index, ["Δ CI (seeds)", "Δ CI (bootstrap)", "p"]] = UNPAIRED
         return frame
 
     def notes(self) -> list[str]:
@@ -60,7 +61,7 @@ class Comparison:
             notes.append("No reference row (the first study has none, e.g. a search): no Δ and no p-values; "
                          "choose one with --reference.")
         for source, reason in self.unpaired.items():
-            notes.append(f"{UNPAIRED}: no paired bootstrap for the rows of {source}: {reason}.")
+            notes.append(f"{UNPAIRED}: no paired bootstrap and no seed interval for the rows of {source}: {reason}.")
         return notes
 
     def markdown(self) -> str:
@@ -160,6 +161,9 @@ def compare(studies: list[StoredStudy], names: list[str], reference: str | None 
     table = build_table(records, title, reference_label, studies[owner].references, all_labels)
     table.rows = with_speed(table.rows, None)  # each trial's own timing, from runs at other times
     sources = [name for name, source_labels in zip(names, labels) for _ in source_labels]
+    # an interval of the difference would read as a test of scores on different test sets
+    other_test_set = [source in unpaired for source in sources]
+    table.rows.loc[other_test_set, ["delta_seeds_ci_low", "delta_seeds_ci_high"]] = float("nan")
     return Comparison(table, sources, unpaired)
 
 

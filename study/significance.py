@@ -1,4 +1,7 @@
-"""Paired bootstrap resampling over test sentences (Koehn 2004) for one system against a baseline.
+"""How sure a difference of test BLEU is: over test sentences and over training seeds.
+
+``paired_bootstrap``: paired bootstrap resampling over test sentences (Koehn 2004) for one system
+against a baseline.
 
 The p-value is sacreBLEU's ``--paired-bs`` test, computed the same way (same resampled sentence
 indices for a given seed, same statistic); the same resamples also give the 95% percentile
@@ -6,8 +9,11 @@ interval of the BLEU difference, which sacreBLEU does not report. That interval 
 test set's sampling variation only, not the variation between training seeds: with two seeds a
 table's t-interval of the mean is the wider and more honest one for seeds, this one says how
 much the test set alone could move the difference.
-
 Built on sacreBLEU's sufficient statistics (the internals its own significance module uses).
+
+``seed_interval``: the 95% Welch interval of the difference of two rows' mean test BLEU over their
+seeds, each seed an independent training run: how much the difference could move with other
+training seeds, which the bootstrap leaves out.
 """
 
 from __future__ import annotations
@@ -19,6 +25,20 @@ from functools import lru_cache
 import numpy as np
 
 SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: the same resamples, so the same p-values
+# two-sided 95% Student t critical values by degrees of freedom (1.96 beyond 30)
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+        20: 2.086, 25: 2.060, 30: 2.042}
+
+
+def t95(df: float) -> float:
+    """The critical value for ``df`` degrees of freedom, rounded down to a tabled one (a wider
+    interval, never a narrower one)."""
+    if df < 1:
+        return math.nan
+    if df > 30:
+        return 1.96
+    return _T95[max(k for k in _T95 if k <= df)]
 
 
 @dataclass(frozen=True)
@@ -70,6 +90,23 @@ def _resample_counts(sentences: int, samples: int, seed: int) -> np.ndarray:
     """(samples, sentences) draw counts of sacreBLEU's resamples: the same indices it draws for a seed."""
     indices = np.random.default_rng(seed).choice(sentences, size=(samples, sentences), replace=True)
     return np.stack([np.bincount(row, minlength=sentences) for row in indices]).astype("float32")
+
+
+def seed_interval(mean: float, std: float, n: int, reference_mean: float, reference_std: float,
+                  reference_n: int) -> tuple[float, float]:
+    """The 95% Welch interval of ``mean - reference_mean``, each row's mean and sample standard
+    deviation taken over its seeds (``n`` and ``reference_n`` of them); NaN when either row has
+    fewer than 2 seeds. Welch's, not a paired test by seed number: two rows' seed 1 share a
+    seed, not a training run. The Welch-Satterthwaite degrees of freedom are rounded down."""
+    if n < 2 or reference_n < 2 or any(math.isnan(v) for v in (mean, std, reference_mean, reference_std)):
+        return math.nan, math.nan
+    ours, theirs = std ** 2 / n, reference_std ** 2 / reference_n
+    delta = mean - reference_mean
+    if ours + theirs == 0:  # every seed of both rows scored the same
+        return delta, delta
+    df = (ours + theirs) ** 2 / (ours ** 2 / (n - 1) + theirs ** 2 / (reference_n - 1))
+    half = t95(df) * math.sqrt(ours + theirs)
+    return delta - half, delta + half
 
 
 def nan_bootstrap() -> PairedBootstrap:

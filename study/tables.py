@@ -1,7 +1,8 @@
 """Paper-style tables from trial records.
 
 Per configuration (table row): test BLEU over the seeds that finished
-(mean, std, n, 95% t-interval), the difference to the reference row, a
+(mean, std, n, 95% t-interval), the difference to the reference row, its
+95% Welch interval over the two rows' seeds, a
 paired bootstrap against the reference on the seeds' test translations
 concatenated (sacreBLEU's p-value and the 95% interval of the difference,
 ``study.significance``), how long the seeds trained and when they were best
@@ -28,22 +29,12 @@ import numpy as np
 import pandas as pd
 
 from nmt.fileio import write_lines
-from study.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, sentence_stats
+from study.significance import (PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, seed_interval,
+                                sentence_stats, t95)
 
-# two-sided 95% Student t critical values by degrees of freedom (1.96 beyond 30)
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-        20: 2.086, 25: 2.060, 30: 2.042}
 STATUSES = ("ok", "truncated", "diverged", "failed", "stopped", "running")
 SCORED = ("ok", "truncated")  # seeds whose test scores enter a row's statistics
 STILL_IMPROVING, UNEVEN = "†", "‡"
-
-
-def t95(df: int) -> float:
-    if df <= 0:
-        return math.nan
-    eligible = [k for k in _T95 if k <= df]
-    return _T95[max(eligible)] if df <= 30 else 1.96
 
 
 @dataclass
@@ -113,13 +104,20 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
         if label == reference:
             reference_mean = row["bleu_mean"]
         rows.append(row)
+    reference_row = next((row for row in rows if row["label"] == reference), None)
     stats_cache: dict[str, np.ndarray] = {}
     for row, label in zip(rows, labels):
         row["delta"] = row["bleu_mean"] - reference_mean if reference else math.nan
+        seeds_low = seeds_high = math.nan
+        if reference_row is not None and label != reference:
+            seeds_low, seeds_high = seed_interval(row["bleu_mean"], row["bleu_std"], row["n"],
+                                                  reference_row["bleu_mean"], reference_row["bleu_std"],
+                                                  reference_row["n"])
         test = nan_bootstrap()
         if reference and label != reference and references_text is not None:
             test = paired_test(by_label[label], reference_records, references_text, stats_cache=stats_cache)
-        row.update(p_value=test.p_value, delta_ci_low=test.ci_low, delta_ci_high=test.ci_high)
+        row.update(p_value=test.p_value, delta_ci_low=test.ci_low, delta_ci_high=test.ci_high,
+                   delta_seeds_ci_low=seeds_low, delta_seeds_ci_high=seeds_high)
     return StudyTable(title, pd.DataFrame(rows), trials, reference)
 
 
@@ -308,6 +306,8 @@ def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             "± std": "-" if no_bleu else _fmt(row["bleu_std"]),
             "Δ": "-" if no_bleu or not reference else "0" if is_reference else _fmt(row["delta"], signed=True),
             "95% CI": "-" if row["n"] < 2 else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
+            "Δ CI (seeds)": "-" if is_reference or math.isnan(row["delta_seeds_ci_low"]) else
+            f"[{_fmt(row['delta_seeds_ci_low'], signed=True)}, {_fmt(row['delta_seeds_ci_high'], signed=True)}]",
             "Δ CI (bootstrap)": "-" if is_reference or math.isnan(row["delta_ci_low"]) else
             f"[{_fmt(row['delta_ci_low'], signed=True)}, {_fmt(row['delta_ci_high'], signed=True)}]",
             "p": "-" if is_reference else _p(row["p_value"]),

@@ -17,7 +17,7 @@ from study.stored import load_stored_study
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 ABLATION, DEPTH = "ablation_srnmt", "depth_srnmt"
-SIGNIFICANCE = ["delta", "delta_ci_low", "delta_ci_high", "p_value"]
+SIGNIFICANCE = ["delta", "delta_seeds_ci_low", "delta_seeds_ci_high", "delta_ci_low", "delta_ci_high", "p_value"]
 
 
 def copy_study(name: str, results: Path) -> Path:
@@ -84,11 +84,13 @@ def test_a_study_on_another_test_set_gets_no_p_value_and_the_table_says_why(tmp_
     ablation_rows = [i for i, source in enumerate(comparison.sources) if source == ABLATION]
     assert all(math.isnan(rows["p_value"].iloc[i]) for i in ablation_rows)
     assert all(math.isnan(rows["delta_ci_low"].iloc[i]) for i in ablation_rows)
+    assert all(math.isnan(rows["delta_seeds_ci_low"].iloc[i]) for i in ablation_rows)
     frame = comparison.frame()
     assert set(frame.loc[ablation_rows, "p"]) == {"n/a"}
-    assert set(frame.loc[ablation_rows, "Δ CI (bootstrap)"]) == {"n/a"}
+    assert set(frame.loc[ablation_rows, "Δ CI (bootstrap)"]) == set(frame.loc[ablation_rows, "Δ CI (seeds)"]) == {"n/a"}
     markdown = comparison.markdown()
-    assert f"n/a: no paired bootstrap for the rows of {ABLATION}: it was tested on a different test set" in markdown
+    assert (f"n/a: no paired bootstrap and no seed interval for the rows of {ABLATION}: it was tested on a different "
+            "test set") in markdown
     assert "test.ref files differ" in comparison.csv()
     # the reference study's own rows are still tested (against its own reference row)
     depth_rows = [i for i, source in enumerate(comparison.sources) if source == DEPTH][1:]

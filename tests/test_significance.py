@@ -47,3 +47,33 @@ def test_interval_of_the_difference(references):
 def test_lines_must_align(references):
     with pytest.raises(ValueError, match="one line per test sentence"):
         paired_bootstrap(references[:-1], references, references)
+
+
+def test_seed_interval_is_welchs_interval_over_the_seeds():
+    import math
+    import statistics
+
+    from scipy import stats
+
+    from study.significance import seed_interval
+
+    def interval(ours, theirs):
+        return seed_interval(statistics.mean(ours), statistics.stdev(ours), len(ours),
+                             statistics.mean(theirs), statistics.stdev(theirs), len(theirs))
+
+    # equal spreads and seed counts: 4 degrees of freedom, a tabled value, so scipy's interval exactly
+    ours, theirs = [20.0, 22.0, 24.0], [10.0, 12.0, 14.0]
+    welch = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
+    assert interval(ours, theirs) == pytest.approx((welch.low, welch.high), abs=2e-3)
+    assert interval(ours, theirs) == pytest.approx((10 - 2.776 * math.sqrt(8 / 3), 10 + 2.776 * math.sqrt(8 / 3)))
+    # unequal spreads: about 2.16 degrees of freedom, rounded down to 2, so a little wider than scipy's
+    ours, theirs = [20.0, 22.0, 24.0], [10.0, 13.0]
+    low, high = interval(ours, theirs)
+    welch = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
+    assert low < welch.low < welch.high < high
+    assert (low + high) / 2 == pytest.approx(10.5)
+    assert high - 10.5 == pytest.approx(4.303 * math.sqrt(4 / 3 + 4.5 / 2))
+    # one seed has no spread to measure; seeds that all scored the same leave only the difference
+    assert all(math.isnan(v) for v in seed_interval(22.0, 2.0, 3, 10.0, 0.0, 1))
+    assert all(math.isnan(v) for v in seed_interval(22.0, math.nan, 3, 10.0, 1.0, 3))
+    assert seed_interval(22.0, 0.0, 2, 10.0, 0.0, 3) == (12.0, 12.0)

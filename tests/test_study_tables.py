@@ -60,7 +60,29 @@ def test_a_half_finished_study_shows_dashes_where_rows_have_no_trials_yet():
 
 def test_t_critical_values():
     assert t95(1) == 12.706 and t95(4) == 2.776 and t95(22) == 2.086 and t95(100) == 1.96
-    assert math.isnan(t95(0))
+    assert t95(2.9) == 4.303 and t95(30.5) == 1.96  # a fractional df rounds down: the wider interval
+    assert math.isnan(t95(0)) and math.isnan(t95(0.9))
+
+
+def test_the_seed_interval_of_each_difference_is_shown_beside_the_bootstrap():
+    records = [record("base", 0, 1, "ok", 20.0), record("base", 0, 2, "ok", 22.0), record("base", 0, 3, "ok", 24.0),
+               record("wide", 1, 1, "ok", 28.0), record("wide", 1, 2, "ok", 30.0), record("wide", 1, 3, "ok", 32.0),
+               record("one", 2, 1, "ok", 25.0), record("one", 2, 2, "failed", error="ValueError: x")]
+    table = build_table(records, "t", "base", None)
+    rows = table.rows.set_index("label")
+    half = 2.776 * math.sqrt(4 / 3 + 4 / 3)  # Welch: equal spreads of 3 seeds each, 4 degrees of freedom
+    assert (rows.loc["wide", "delta_seeds_ci_low"], rows.loc["wide", "delta_seeds_ci_high"]) == \
+        pytest.approx((8 - half, 8 + half))
+    assert math.isnan(rows.loc["one", "delta_seeds_ci_low"]) and math.isnan(rows.loc["base", "delta_seeds_ci_low"])
+    lines = table.markdown().splitlines()
+    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    assert header.index("Δ CI (seeds)") + 1 == header.index("Δ CI (bootstrap)")
+    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
+             for line in lines if line.startswith("| ") and "Model" not in line}
+    column = header.index("Δ CI (seeds)")
+    assert shown["wide"][column] == f"[+{8 - half:.2f}, +{8 + half:.2f}]" == "[+3.47, +12.53]"
+    assert shown["base"][column] == "-" and shown["one"][column] == "-"  # the reference; a single seed
+    assert r"$\Delta$ CI (seeds)" in table.latex()
 
 
 def test_equal_systems_are_not_called_significant(tmp_path):
