@@ -59,7 +59,8 @@ footer { margin-top: 3em; font-size: 0.8em; color: #777; }
 
 LEGEND = ("BLEU, ± std: test BLEU (sacreBLEU) mean and standard deviation over the seeds that finished. "
           "Δ: difference of the mean to the reference row (highlighted). 95% CI: Student-t interval of the mean "
-          "over seeds. Δ CI (bootstrap) and p: paired bootstrap against the reference row over test sentences "
+          "over seeds. Δ CI (seeds): Welch interval of Δ over the two rows' seeds (another training run). "
+          "Δ CI (bootstrap) and p: paired bootstrap against the reference row over test sentences "
           "(1000 resamples, the seeds' translations concatenated) - test-set noise only, not seed variation. "
           "n: seeds that finished / seeds run. † still improving at its last epoch, ‡ seeds trained for "
           "different numbers of epochs.")
