@@ -96,15 +96,9 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
     labels = row_order or list(dict.fromkeys(r["label"] for r in sorted(records, key=lambda r: (r["row"], r["label"]))))
     by_label = {label: [r for r in records if r["label"] == label] for label in labels}
     reference_records = by_label.get(reference, []) if reference else []
-    rows = []
-    reference_mean = math.nan
-    for label in labels:
-        group = by_label.get(label, [])
-        row = _aggregate(label, group)
-        if label == reference:
-            reference_mean = row["bleu_mean"]
-        rows.append(row)
+    rows = [_aggregate(label, by_label.get(label, [])) for label in labels]
     reference_row = next((row for row in rows if row["label"] == reference), None)
+    reference_mean = reference_row["bleu_mean"] if reference_row is not None else math.nan
     stats_cache: dict[str, np.ndarray] = {}
     for row, label in zip(rows, labels):
         row["delta"] = row["bleu_mean"] - reference_mean if reference else math.nan
