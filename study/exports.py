@@ -8,6 +8,7 @@ from pathlib import Path
 from nmt.config import config_from_dict, model_option
 from nmt.fileio import write_lines
 from study import plots
+from study.curves import CURVES_FILE, curves_plot, load_progress, save_progress
 from study.labels import axis_name, display_value
 from study.report import write_html_report
 from study.results import load_saved_records, save_records
@@ -25,10 +26,11 @@ def write_command(study_dir: Path, command: str) -> None:
 
 def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None,
                   study_dir: Path) -> tuple[list[Path], StudyTable]:
-    """Tables (md, csv, tex, trials.csv), plots (png, pdf), the HTML report and the trial records
-    (trials.jsonl, hyps/). The speed columns come from the study's timing pass where it has one
-    (``study.speed``)."""
+    """Tables (md, csv, tex, trials.csv), plots (png, pdf), the learning curves, the HTML report and
+    the trial records (trials.jsonl, hyps/, and progress.csv when the records carry their epochs).
+    The speed columns come from the study's timing pass where it has one (``study.speed``)."""
     save_records(records, study_dir)
+    progress_file = save_progress(records, study_dir)
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
     layout = table_layout(spec)
     title = layout.title
@@ -45,6 +47,11 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
             outputs += plots.line_plot(table.rows, [_lookup(config, x_key) for config in configs], axis_name(x_key),
                                        title, study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png",
                                        line_series(spec, configs, x_key))
+    outputs += [progress_file] if progress_file else []
+    progress = load_progress(study_dir)
+    if progress is not None:
+        status = {record["key"]: record["status"] for record in records}
+        outputs += curves_plot(progress, list(table.rows["label"]), status, title, study_dir / CURVES_FILE)
     outputs.append(write_html_report(study_dir, table))  # last: it embeds the figures above
     return outputs, table
 

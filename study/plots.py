@@ -19,7 +19,7 @@ from study.tables import SCORED, STILL_IMPROVING, footnotes
 BLEU_RANGE = (0.0, 100.0)
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,7 +89,7 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
              reference: str | None = None) -> list[Path]:
     """Mean test BLEU per row with its 95% interval (clipped to BLEU's range), each seed's score
     as a dot on its bar, and the reference row in its own colour."""
-    plt = _pyplot()
+    plt = pyplot()
     records = rows.to_dict("records")
     fig, ax, notes = _figure(plt, rows, max(5.0, 0.7 * len(rows) + 2), 4)
     labels = [marked_label(row) for row in records]
@@ -131,7 +131,7 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
               series: list[str] | None = None) -> list[Path]:
     """BLEU against ``x_values``: one line per distinct ``series`` label (the values of the
     study's other axes, e.g. GRU and ATR in a depth x unit grid), integer ticks for integer x."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax, notes = _figure(plt, rows, 5, 4)
     frame = rows.assign(x=x_values, series=series if series is not None else [""] * len(rows))
     ok = _finite(frame, "bleu_mean")
@@ -156,7 +156,7 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
 
 def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     """BLEU against training tokens/s; the Pareto front (faster and better) is joined by a line."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax, notes = _figure(plt, rows, 6, 4.5, shows_speed=True)
     ok = _finite(rows, "bleu_mean", "train_tokens_per_s").reset_index(drop=True)
     points = list(zip(ok["train_tokens_per_s"], ok["bleu_mean"]))
@@ -230,9 +230,13 @@ def _layout(fig, note_lines: int) -> None:
 
 
 def _save(plt, fig, path: Path, note_lines: int) -> list[Path]:
-    """The PNG and, beside it, the same figure as PDF (no creation date: the same figure gives the
-    same file)."""
     _layout(fig, note_lines)
+    return save_figure(plt, fig, path)
+
+
+def save_figure(plt, fig, path: Path) -> list[Path]:
+    """The PNG and, beside it, the same figure as PDF (no creation date: the same figure gives the
+    same file); closes the figure."""
     fig.savefig(path, dpi=120)
     vector = path.with_suffix(".pdf")
     fig.savefig(vector, metadata={"CreationDate": None})

@@ -175,8 +175,8 @@ def is_loopback(address: str) -> bool:
     return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
 
 
-def table_rows(results: Path, name: str) -> list[dict]:
-    with open(results / name / "table.csv", encoding="utf-8") as handle:
+def table_rows(results: Path, name: str, file: str = "table.csv") -> list[dict]:
+    with open(results / name / file, encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
 
 

@@ -32,8 +32,11 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
         if row["n"] != "0":
             assert abs(float(row["delta"]) - (float(row["bleu_mean"]) - reference)) < 1e-9
     assert float(rows[0]["delta"]) == 0.0
-    for name in ("table.md", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png", "study.json"):
+    for name in ("table.md", "table.tex", "trials.csv", "bleu.png", "bleu_vs_speed.png", "curves.png", "study.json"):
         assert (results / "ablation_srnmt" / name).is_file(), name
+    progress = table_rows(results, "ablation_srnmt", "progress.csv")  # every trial's one epoch
+    assert sorted((r["label"], r["epoch"]) for r in progress) == sorted((r["label"], "1") for r in rows)
+    assert all(float(r["valid_ppl"]) > 0 and float(r["lr"]) > 0 for r in progress)
     assert r"\toprule" in (results / "ablation_srnmt" / "table.tex").read_text()
     command = (results / "ablation_srnmt" / "command.txt").read_text().strip()
     assert command == f"python -m study.run ablation_srnmt --smoke --cpus 2 --results {results}"
@@ -68,6 +71,7 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     assert rebuilt.returncode == 0, rebuilt.stderr
     assert (results / "ablation_srnmt" / "table.md").read_text() == before
     assert (results / "ablation_srnmt" / "command.txt").read_text().strip() == command
+    assert table_rows(results, "ablation_srnmt", "progress.csv") == progress
 
 
 DIVERGENT = """

@@ -227,9 +227,9 @@ def test_plot_intervals_are_clipped_to_the_bleu_range():
 
 
 def test_scatter_labels_neither_collide_nor_leave_the_frame():
-    from study.plots import _pyplot, place_labels
+    from study.plots import pyplot, place_labels
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     # the committed context-gates plot's crowded corner: two labels at almost the same point, and
     # long labels at the right edge
@@ -248,9 +248,9 @@ def test_scatter_labels_neither_collide_nor_leave_the_frame():
 def test_scatter_labels_keep_apart_and_off_the_other_points():
     """The smoke ablation's speed plot: eight rows at BLEU 0, spread only along the speed axis. A
     label that ended where the next began read as one ("- LN & highway †Multi Attention †")."""
-    from study.plots import LABEL_GAP_POINTS, MARKER_RADIUS_POINTS, _pyplot, place_labels
+    from study.plots import LABEL_GAP_POINTS, MARKER_RADIUS_POINTS, pyplot, place_labels
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     points = [(1255, 0.0), (1320, 0.0), (1475, 0.0), (1505, 0.0), (1635, 0.0), (1860, 0.0), (1975, 0.0), (2165, 0.0)]
     labels = ["SR-NMT 4L \u2020", "- LN & highway \u2020", "- Highway \u2020", "- Multi Attention \u2020",
