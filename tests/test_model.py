@@ -373,7 +373,7 @@ def test_attention_dropout_drops_the_inputs_of_the_query_and_key_matrices(flags)
         for attention in model.decoder.attentions.values():
             for name in ("query_proj", "key_proj"):
                 if hasattr(attention, name):
-                    getattr(attention, name).register_forward_pre_hook(lambda m, a: seen.append(a[0].detach()))
+                    getattr(attention, name).register_forward_pre_hook(lambda m, a, seen=seen: seen.append(a[0].detach()))
         g = torch.Generator().manual_seed(2)
         src, tgt = torch.randint(4, V, (16, 10), generator=g), torch.randint(4, V, (16, 10), generator=g)
         mask = torch.ones(16, 10, dtype=torch.bool)  # no padding: every zero comes from dropout
