@@ -14,13 +14,14 @@ saved records alone (``trials.jsonl``, as committed) keeps the file it has.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 
-from nmt.fileio import write_lines
+from nmt.fileio import write_bytes
 
 PROGRESS_FILE = "progress.csv"
 CURVES_FILE = "curves.png"
@@ -49,20 +50,20 @@ def save_progress(records: list[dict], study_dir: Path) -> Path | None:
     when the records carry none, as records read back from ``trials.jsonl`` do."""
     if not any(record.get("history") for record in records):
         return None
-    lines = [",".join(COLUMNS)]
-    for row in progress_rows(records):
-        lines.append(",".join(_cell(row[column]) for column in COLUMNS))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(COLUMNS)
+    writer.writerows([_cell(row[column]) for column in COLUMNS] for row in progress_rows(records))
     path = study_dir / PROGRESS_FILE
-    write_lines(path, lines)
+    write_bytes(path, buffer.getvalue().encode("utf-8"))
     return path
 
 
-def _cell(value) -> str:
+def _cell(value):
+    """Empty for a missing or non-finite number (a diverged epoch), full precision otherwise."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return ""
-    if isinstance(value, str):
-        return '"' + value.replace('"', '""') + '"' if any(c in value for c in ',"\n') else value
-    return repr(value)
+    return repr(value) if isinstance(value, float) else value
 
 
 def load_progress(study_dir: Path) -> pd.DataFrame | None:
