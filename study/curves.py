@@ -103,7 +103,7 @@ def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, 
     """The learning curves (see the module's doc); ``status`` maps a trial key to its status."""
     from matplotlib.ticker import MaxNLocator
 
-    from study.plots import pyplot, save_figure
+    from study.plots import pyplot, save_figure, wrapped_title
 
     plt = pyplot()
     panels = panels_of(progress, row_order)
@@ -135,7 +135,7 @@ def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, 
     width, height = fig.get_size_inches()
     per_line = max(1, min(len(handles), int(width / LEGEND_ENTRY_INCHES)))
     fig.legend(handles=handles, loc="lower center", ncol=per_line, fontsize=7, frameon=False)
-    fig.suptitle("\n".join(textwrap.wrap(f"{title}: validation BLEU per epoch", int(width * 13))), fontsize=9)
+    fig.suptitle(wrapped_title(f"{title}: validation BLEU per epoch", width), fontsize=9)
     legend_inches = 0.1 + 0.2 * math.ceil(len(handles) / per_line)
     fig.tight_layout(rect=(0, legend_inches / height, 1, 1))  # the legend below the panels
     return save_figure(plt, fig, path)

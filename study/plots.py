@@ -220,8 +220,12 @@ def place_labels(fig, ax, points: list[tuple[float, float]], labels: list[str]) 
 
 
 def _title(ax, title: str, width_inches: float) -> None:
+    ax.set_title(wrapped_title(title, width_inches), fontsize=9)
+
+
+def wrapped_title(title: str, width_inches: float) -> str:
     """The title, wrapped to the figure's width instead of cut at both ends."""
-    ax.set_title("\n".join(textwrap.wrap(title, max(30, int(width_inches * 13)))), fontsize=9)
+    return "\n".join(textwrap.wrap(title, max(30, int(width_inches * 13))))
 
 
 def _layout(fig, note_lines: int) -> None:
