@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nmt.errors import UserError
 from nmt.fileio import write_bytes
 
 PROGRESS_FILE = "progress.csv"
@@ -71,7 +72,12 @@ def load_progress(study_dir: Path) -> pd.DataFrame | None:
     if not path.is_file():
         return None
     with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+        reader = csv.DictReader(handle)
+        missing = [column for column in COLUMNS if column not in (reader.fieldnames or [])]
+        if missing:
+            raise UserError(f"{path}: not a progress file (no column {', '.join(missing)}); restore it from git, "
+                            f"or delete it and the curves are drawn again only where the trial store is kept")
+        rows = list(reader)
     if not rows:
         return None
     frame = pd.DataFrame(rows)

@@ -31,6 +31,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     The speed columns come from the study's timing pass where it has one (``study.speed``)."""
     save_records(records, study_dir)
     progress_file = save_progress(records, study_dir)
+    progress = load_progress(study_dir)  # before any table is written: a damaged file stops the export here
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
     layout = table_layout(spec)
     title = layout.title
@@ -48,7 +49,6 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
                                        title, study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png",
                                        line_series(spec, configs, x_key))
     outputs += [progress_file] if progress_file else []
-    progress = load_progress(study_dir)
     if progress is not None:
         status = {record["key"]: record["status"] for record in records}
         outputs += curves_plot(progress, list(table.rows["label"]), status, title, study_dir / CURVES_FILE)

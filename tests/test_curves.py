@@ -49,6 +49,14 @@ def test_records_without_histories_keep_the_progress_file_they_have(tmp_path):
     assert save_progress(saved, tmp_path / "elsewhere") is None and load_progress(tmp_path / "elsewhere") is None
 
 
+def test_a_progress_file_without_its_columns_is_refused_in_one_line(tmp_path):
+    from nmt.errors import UserError
+
+    (tmp_path / PROGRESS_FILE).write_text("label,seed\nGRU,1\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"progress.csv: not a progress file \(no column key, epoch, lr"):
+        load_progress(tmp_path)
+
+
 def test_the_lr_is_lowered_after_the_epoch_before_its_row_shows_the_lower_rate():
     epochs = pd.DataFrame({"epoch": [5, 1, 2, 3, 4], "lr": [2.5e-4, 1e-3, 1e-3, 5e-4, 5e-4]})
     assert lr_lowered_after(epochs) == [2, 4]
