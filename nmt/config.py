@@ -83,6 +83,8 @@ class TrainConfig:
     min_lr: float = 1e-5
     patience: int = setting(4, "early stopping: epochs without improvement; 0 = never stop early", ge=0,
                             note=" (0 = never stop early)")
+    min_epochs: int = setting(0, "early stopping: never before this many epochs have been trained; 0 = from the "
+                                 "first", ge=0, note=" (0 = early stopping may act from the first epoch)")
     patience_per_stage: bool = setting(
         False, "plateau: each lr stage trains to convergence (the SR-NMT paper's restart after convergence): "
                "a restart from the best epoch starts the early-stopping count afresh, and training stops only in "
@@ -365,6 +367,9 @@ def validate(cfg: Config, source: str) -> None:
             fail("model.gate_inputs", m.gate_inputs, "a context gate needs at least one input")
     if not 0.0 <= t.min_lr <= t.lr:
         fail("train.min_lr", t.min_lr, f"must be between 0 and train.lr ({t.lr})")
+    if t.min_epochs > t.max_epochs:
+        fail("train.min_epochs", t.min_epochs, f"is more than train.max_epochs ({t.max_epochs}), so early stopping "
+             f"could never act; lower it, or set train.patience: 0 to train every epoch")
     if t.patience_per_stage and (t.lr_decay != "plateau" or not t.patience):
         fail("train.patience_per_stage", t.patience_per_stage,
              "counts early stopping per lr stage of the plateau schedule; set train.lr_decay: plateau and "

@@ -343,7 +343,8 @@ class Trainer:
                      f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
             # per stage, a plateau that can still lower the lr restarts instead of stopping
             restart_pending = cfg.patience_per_stage and complete and p.lr > cfg.min_lr
-            if cfg.patience and p.epochs_without_improvement >= cfg.patience and not restart_pending:
+            stoppable = not restart_pending and p.epoch >= cfg.min_epochs
+            if cfg.patience and p.epochs_without_improvement >= cfg.patience and stoppable:
                 p.stop_reason = "early stopping"
             else:
                 if complete:  # also after the last epoch: a resumed run with a larger budget continues the schedule

@@ -71,7 +71,7 @@ def stored_progress(store: TrialStore, trials: list[Trial], plan: list[Move]) ->
         move = moves.get(trial.key)
         key = move.old if move else trial.key
         if move and move.budget_raised:
-            outcome = extension_outcome(store, key)
+            outcome = extension_outcome(store, key, trial.config["train"])
         else:  # the same trial, under its key or adopted under a new one
             outcome = "kept" if store.finished_metrics(key) is not None else "continued"
         if outcome == "kept":
@@ -99,6 +99,7 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
     budget = spec.fields.budget
     parts = [f"{name} {value:g}" for name, value in (("epochs", budget.epochs), ("steps", budget.steps),
                                                      ("tokens", budget.tokens), ("patience", budget.patience),
+                                                     ("min_epochs", budget.min_epochs),
                                                      ("minutes (cap)", budget.minutes)) if value is not None]
     counts = [f"{len(copied)} copied by --reuse-from"] if reused else []
     if stored:

@@ -15,7 +15,14 @@ key. A stored trial whose config differs from one of the study's trials only in 
   committed results, which leave checkpoints out) it trains again from the start.
 - unfinished: continues from its own checkpoint, as on any ``--resume``.
 
-Only the epoch budget qualifies. A step or token budget can end a trial inside an epoch, where
+A raised ``budget.min_epochs`` (early stopping held back until that epoch) qualifies too: a trial
+that early stopping ended at or after the new minimum would have trained and stopped exactly
+so (the minimum only keeps a run from stopping, and this one never stopped sooner), so it is
+kept; one it ended before trains again from the start (its final checkpoint was saved without
+the schedule's step for its last epoch, which a continuing run takes); an unfinished one
+continues from its checkpoint, since nothing has stopped it yet.
+
+Only these budgets qualify. A step or token budget can end a trial inside an epoch, where
 it still validates (and may save a best model or count towards early stopping) at a point a
 longer run never stops at; a smaller budget would change finished results; the wall-time cap
 is not a counted budget; and ASHA's rungs depend on the budget.
@@ -33,20 +40,29 @@ from nmt.fileio import write_json
 from study.spec import Trial
 from study.trial_store import TrialStore
 
-RAISABLE = ("max_epochs",)  # the train config keys a study may raise with --extend
-RAISABLE_BUDGETS = ("epochs",)  # the same, as study budget keys
+RAISABLE = ("max_epochs", "min_epochs")  # the train config keys a study may raise with --extend
+RAISABLE_BUDGETS = ("epochs", "min_epochs")  # the same, as study budget keys
+FLOORS = ("min_epochs",)  # raisable keys that are lower bounds: left out means 0, not "no limit"
 RESULT_FILES = ("metrics.json", "test.hyp")  # what a finished trial holds besides its checkpoint
 OUTCOMES = {"kept": "kept as they are (they stopped early, within the old budget)",
             "reopened": "reopened from their final checkpoints (the old budget had stopped them)",
             "restarted": "trained again from the start (stopped by the old budget, no checkpoint here)",
+            "held back": "trained again from the start (early stopping ended them before the new min_epochs)",
             "continued": "continuing from their own checkpoints (unfinished)"}
 
 
-def budget_grew(before: dict, after: dict, name: str) -> bool:
-    """Whether the study budget ``name`` grew from ``before`` to ``after`` (budget dicts; None:
-    no limit, which a dropped limit is)."""
-    old, new = before.get(name), after.get(name)
+def raised(old, new, name: str) -> bool:
+    """Whether the value of budget ``name`` went up from ``old`` to ``new``: a floor (``FLOORS``)
+    left out is 0, a cap left out is no limit."""
+    if name in FLOORS:
+        return (new or 0) > (old or 0)
     return old is not None and (new is None or new > old)
+
+
+def budget_grew(before: dict, after: dict, name: str) -> bool:
+    """Whether the study budget ``name`` grew from ``before`` to ``after`` (budget dicts; for a
+    cap, None is no limit, which a dropped limit is)."""
+    return raised(before.get(name), after.get(name), name)
 
 
 def without_budget(config: dict) -> dict:
@@ -55,15 +71,14 @@ def without_budget(config: dict) -> dict:
 
 
 def budget_raised(old: dict, new: dict) -> bool:
-    """Whether every raisable budget of ``new`` is at least ``old``'s (None: no limit) and one is larger."""
+    """Whether every raisable budget of ``new`` is at least ``old``'s and one is larger."""
     larger = False
     for key in RAISABLE:
         before, after = old["train"].get(key), new["train"].get(key)
-        if before == after:
-            continue
-        if after is not None and (before is None or after < before):
+        if raised(before, after, key):
+            larger = True
+        elif raised(after, before, key):
             return False
-        larger = True
     return larger
 
 
@@ -71,25 +86,30 @@ def continue_under_new_budget(store: TrialStore, old_key: str, trial: Trial) -> 
     """Make the stored trial ``old_key`` the study's ``trial`` (its config with more epochs),
     reopening it when its epochs are what stopped it. Returns one of ``OUTCOMES``."""
     with store.hold(old_key):  # a worker of a killed driver may still be writing this trial
-        outcome = _reopen(store, old_key)
+        outcome = _reopen(store, old_key, trial.config["train"])
         store.rekey(old_key, trial.key)
     identity = store.identity(trial.key) or {}
     write_json(store.trial_dir(trial.key) / "trial.json", {**identity, "key": trial.key, "config": trial.config})
     return outcome
 
 
-def extension_outcome(store: TrialStore, key: str) -> str:
-    """Which of ``OUTCOMES`` ``continue_under_new_budget`` gives the stored trial ``key``; changes nothing."""
+def extension_outcome(store: TrialStore, key: str, train: dict) -> str:
+    """Which of ``OUTCOMES`` ``continue_under_new_budget`` gives the stored trial ``key`` under the
+    study's new train config ``train``; changes nothing."""
     metrics = store.finished_metrics(key)
     if metrics is None:
         return "continued"
-    if metrics.get("status") != "ok" or metrics.get("stop_reason") != "max epochs":
+    stopped_by = metrics.get("stop_reason") if metrics.get("status") == "ok" else None
+    if stopped_by == "early stopping" and metrics.get("epochs", 0) < (train.get("min_epochs") or 0):
+        return "held back"
+    before = ((store.identity(key) or {}).get("config") or {}).get("train") or {}
+    if stopped_by != "max epochs" or not raised(before.get("max_epochs"), train.get("max_epochs"), "max_epochs"):
         return "kept"
     return "reopened" if (store.finished_dir(key) / "state.pt").is_file() else "restarted"
 
 
-def _reopen(store: TrialStore, key: str) -> str:
-    outcome = extension_outcome(store, key)
+def _reopen(store: TrialStore, key: str, train: dict) -> str:
+    outcome = extension_outcome(store, key, train)
     if outcome in ("continued", "kept"):
         return outcome
     finished = store.finished_dir(key)

@@ -43,16 +43,16 @@ EXTENSIBLE = {"grid": ("grid", "variants", "ablate", "seeds", "table.", "descrip
 
 
 def check_extension_changes(spec: StudySpec, state: dict, changes: list[str]) -> None:
-    """--extend accepts new rows, seeds or samples, and a grid study's larger counted budget
-    (study.longer_budget); a change of how trials run (scheduler, metric, resources, a smaller
+    """--extend accepts new rows, seeds or samples, and a grid study's larger counted budget or
+    later first epoch for early stopping (study.longer_budget); a change of how trials run (scheduler, metric, resources, a smaller
     budget, patience, a search's space) would make old and new rows incomparable."""
     search = spec.fields.search is not None
     allowed = EXTENSIBLE["search" if search else "grid"]
     if not search:
         before, after = (state.get("spec") or {}).get("budget") or {}, vars(spec.fields.budget)
         grown = [name for name in RAISABLE_BUDGETS if budget_grew(before, after, name)]
-        if grown and spec.fields.scheduler.type == "asha":
-            raise UserError(f"study {spec.name}: --extend cannot raise budget.{grown[0]} of a study with an ASHA "
+        if "epochs" in grown and spec.fields.scheduler.type == "asha":
+            raise UserError(f"study {spec.name}: --extend cannot raise budget.epochs of a study with an ASHA "
                             f"scheduler (its rungs depend on the budget); keep the budget, or start over with --fresh")
         allowed += tuple(f"budget.{name}:" for name in grown)
     other = [change for change in changes if not change.startswith(allowed)]

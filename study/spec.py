@@ -60,7 +60,7 @@ STUDY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 # the committed reference results
 RESERVED_NAMES = ("ray", "mlflow-artifacts", "reference", "smoke", "compare")
 BUDGET_KEYS = {"epochs": "max_epochs", "steps": "max_steps", "tokens": "max_tokens", "patience": "patience",
-               "minutes": "max_minutes"}  # budget.X -> train.Y
+               "min_epochs": "min_epochs", "minutes": "max_minutes"}  # budget.X -> train.Y
 NMT_SECTIONS = ("model", "train", "decode")
 MAX_TRIALS = 2000  # default cap (--max-trials): a larger study is almost always a typo (seeds: 100000000)
 # Metrics every epoch reports (what schedulers and searchers can act on) and those known only at the end.
@@ -96,6 +96,7 @@ class BudgetSpec:
     steps: int | None = None  # train.max_steps: optimizer updates
     tokens: int | None = None  # train.max_tokens: training target tokens seen (equal data for fast and slow units)
     patience: int | None = None  # train.patience: stop after this many epochs without validation progress (0: never)
+    min_epochs: int | None = None  # train.min_epochs: early stopping never ends a trial before this many epochs
     # train.max_minutes: a safety cap on wall time, not a budget; a trial it stops is marked truncated
     minutes: float | None = None
 
@@ -343,6 +344,11 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
             fail(f"budget.{name}", f"= {getattr(b, name)}: must be >= 1")
     if b.patience is not None and b.patience < 0:
         fail("budget.patience", f"= {b.patience}: must be >= 0 (0 = never stop early)")
+    if b.min_epochs is not None and b.min_epochs < 0:
+        fail("budget.min_epochs", f"= {b.min_epochs}: must be >= 0 (0 = early stopping may act from the first epoch)")
+    if b.min_epochs and b.epochs and b.min_epochs > b.epochs:
+        fail("budget.min_epochs", f"= {b.min_epochs} is more than budget.epochs ({b.epochs}), so early stopping could "
+                                  f"never act; lower it, or set budget.patience: 0 to train every epoch")
     if b.minutes is not None and b.minutes <= 0:
         fail("budget.minutes", f"= {b.minutes}: must be > 0 (it is a safety cap; leave it out for none)")
     s = f.scheduler

@@ -100,6 +100,8 @@ BAD = [
     (["decode.valid_beam=0"], "decode.valid_beam = 0", ">= 1"),
     (["train.lr=1e-6"], "train.min_lr = 1e-05", "between 0 and train.lr"),
     (["train.plateau_patience=0"], "train.plateau_patience = 0", ">= 1"),
+    (["train.min_epochs=-1"], "train.min_epochs = -1", ">= 0"),
+    (["train.min_epochs=11", "train.max_epochs=10"], "train.min_epochs = 11", "more than train.max_epochs (10)"),
     (["train.patience_per_stage=true", "train.lr_decay=none"], "train.patience_per_stage = True",
      "train.lr_decay: plateau"),
     (["train.patience_per_stage=true", "train.patience=0"], "train.patience_per_stage = True", "train.patience >= 1"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from study_helpers import grid_study, mlflow_runs, study, table_rows
 
-from study.longer_budget import budget_raised, continue_under_new_budget, without_budget
+from study.longer_budget import budget_raised, continue_under_new_budget, extension_outcome, without_budget
 from study.migration import adopt_stored_trials
 from study.spec import expand, load_study
 from study.trial_store import TrialStore
@@ -55,7 +55,7 @@ def test_a_raised_epoch_budget_continues_capped_trials_to_the_result_of_a_longer
     assert sorted(r.data.tags["superseded_by"] for r in retired) == sorted(store.keys())
 
 
-def _finished_trial(store: TrialStore, trial, stop_reason: str, checkpoint: bool = True) -> None:
+def _finished_trial(store: TrialStore, trial, stop_reason: str, checkpoint: bool = True, epochs: int = 3) -> None:
     store.start(trial.key, {"key": trial.key, "label": trial.label, "row": trial.row, "seed": trial.seed,
                             "config": trial.config})
     run = store.run_dir(trial.key) / "checkpoint"
@@ -64,7 +64,7 @@ def _finished_trial(store: TrialStore, trial, stop_reason: str, checkpoint: bool
         (run / "state.pt").write_bytes(b"state after the last epoch")
         (run / "best.pt").write_bytes(b"best")
     (store.run_dir(trial.key) / "test.hyp").write_text("a hyp\n")
-    store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0})
+    store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0, "epochs": float(epochs)})
 
 
 @pytest.mark.parametrize("stop_reason, checkpoint, outcome", [
@@ -90,6 +90,37 @@ def test_each_stored_trial_continues_as_its_stop_reason_says(tmp_path, stop_reas
         assert store.resume_point(new.key) is None
 
 
+@pytest.mark.parametrize("stop_reason, epochs, outcome", [
+    ("early stopping", 6, "kept"), ("early stopping", 9, "kept"), ("early stopping", 5, "held back"),
+    ("max epochs", 10, "kept"), (None, 4, "continued")])
+def test_a_later_min_epochs_keeps_the_trials_it_would_not_change(tmp_path, stop_reason, epochs, outcome):
+    """Held back until epoch 6, a trial early stopping ended at epoch 6 or later trains as it did;
+    one it ended at 5 trains again from the start; the epoch budget, not raised, stays as it stopped."""
+    settings = ["seeds=1", "budget.epochs=10", "budget.patience=2"]
+    old = expand(load_study("cells", settings))[0]
+    new = expand(load_study("cells", [*settings, "budget.min_epochs=6"]))[0]
+    assert old.key != new.key and without_budget(old.config) == without_budget(new.config)
+    assert budget_raised(old.config, new.config)
+    store = TrialStore(tmp_path)
+    if stop_reason:
+        _finished_trial(store, old, stop_reason, epochs=epochs)
+    else:  # unfinished: nothing has stopped it, so it continues from its checkpoint
+        store.start(old.key, {"key": old.key, "label": old.label, "row": old.row, "seed": old.seed,
+                              "config": old.config})
+        (store.run_dir(old.key) / "checkpoint").mkdir(parents=True)
+        (store.run_dir(old.key) / "checkpoint" / "state.pt").write_bytes(b"epoch 4")
+    assert extension_outcome(store, old.key, new.config["train"]) == outcome
+    assert continue_under_new_budget(store, old.key, new) == outcome
+    assert store.identity(new.key)["config"]["train"]["min_epochs"] == 6
+    if outcome == "kept":
+        assert store.finished_metrics(new.key)["epochs"] == epochs
+    elif outcome == "held back":
+        assert store.finished_metrics(new.key) is None and store.resume_point(new.key) is None
+    else:
+        assert store.finished_metrics(new.key) is None
+        assert (store.resume_point(new.key) / "state.pt").read_bytes() == b"epoch 4"
+
+
 def test_only_more_epochs_let_a_trial_continue():
     config = {"model": {}, "train": {"max_epochs": 10, "max_steps": None, "max_tokens": None, "patience": 3}}
 
@@ -101,6 +132,10 @@ def test_only_more_epochs_let_a_trial_continue():
     # a step or token cap can stop a trial inside an epoch, where a longer run never stops
     assert without_budget(config) != without_budget(train(max_steps=100, max_epochs=20))
     assert without_budget(config) != without_budget(train(patience=4))  # patience is not a cap: no continuing
+    # a later first epoch for early stopping keeps or retrains; an earlier one would change finished trials
+    assert budget_raised(config, train(min_epochs=5)) and budget_raised(train(min_epochs=5), train(min_epochs=8))
+    assert not budget_raised(train(min_epochs=5), config) and not budget_raised(train(min_epochs=5),
+                                                                                 train(min_epochs=3, max_epochs=20))
 
 
 def test_extend_refuses_a_smaller_budget():
@@ -114,6 +149,11 @@ def test_extend_refuses_a_smaller_budget():
     check_extension_changes(load_study("cells", ["budget.epochs=20"]), state, ["budget.epochs: 12 -> 20"])
     with pytest.raises(UserError, match="budget.patience"):
         check_extension_changes(spec, state, ["budget.patience: 0 -> 3"])
+    later = load_study("cells", ["budget.epochs=12", "budget.min_epochs=6"])
+    check_extension_changes(later, state, ["budget.min_epochs: None -> 6"])
+    with pytest.raises(UserError, match="budget.min_epochs: 6 -> 4"):
+        check_extension_changes(load_study("cells", ["budget.epochs=12", "budget.min_epochs=4"]),
+                                {"spec": {"budget": {"epochs": 12, "min_epochs": 6}}}, ["budget.min_epochs: 6 -> 4"])
     with pytest.raises(UserError, match="budget.steps"):
         check_extension_changes(load_study("cells", ["budget.steps=100"]), state, ["budget.steps: None -> 100"])
     asha = load_study("cells", ["budget.epochs=20", "scheduler={type: asha, grace_period: 1, reduction_factor: 2}"])

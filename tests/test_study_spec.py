@@ -151,6 +151,9 @@ BAD = [
     ({"budget": {"tokens": -1}}, (), "budget.tokens: = -1", ">= 1"),
     ({"budget": {"patience": -1}}, (), "budget.patience: = -1", "never stop early"),
     ({"budget": {"minutes": 0}}, (), "budget.minutes: = 0", "safety cap"),
+    ({"budget": {"min_epochs": -1}}, (), "budget.min_epochs: = -1", "from the first epoch"),
+    ({"budget": {"epochs": 10, "min_epochs": 12}}, (), "budget.min_epochs: = 12 is more than budget.epochs (10)",
+     "budget.patience: 0"),
     ({"name": ".."}, (), "name: = '..': a study name is a plain identifier", "letters, digits"),
     ({"name": "a/b"}, (), "name: = 'a/b': a study name is a plain identifier", "letters, digits"),
     ({"name": "reference"}, (), "name: = 'reference' is the name of a folder the platform keeps", "another name"),
@@ -186,11 +189,11 @@ def test_bad_study_is_one_line_naming_file_key_and_fix(tmp_path, changes, remove
 
 def test_budget_keys_reach_every_trial_config():
     spec = load_study("ablation_srnmt", ["budget.epochs=7", "budget.steps=500", "budget.tokens=90000",
-                                         "budget.patience=2", "budget.minutes=30"])
+                                         "budget.patience=2", "budget.min_epochs=5", "budget.minutes=30"])
     for trial in expand(spec):
         train = trial.config["train"]
         assert (train["max_epochs"], train["max_steps"], train["max_tokens"], train["patience"],
-                train["max_minutes"]) == (7, 500, 90000, 2, 30.0)
+                train["min_epochs"], train["max_minutes"]) == (7, 500, 90000, 2, 5, 30.0)
 
 
 def test_no_builtin_study_or_smoke_run_ends_trials_by_wall_time():

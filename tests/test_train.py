@@ -328,6 +328,45 @@ def test_patience_per_stage_restores_the_best_epoch_and_resumes_its_count(tmp_pa
     assert progress.stop_reason == "early stopping" and progress.epoch == 8 and progress.best_epoch == 6
 
 
+@pytest.mark.parametrize("min_epochs, stopped_at", [(0, 4), (4, 4), (6, 6), (7, 7)])
+def test_min_epochs_holds_early_stopping_back_until_that_epoch(tmp_path, tiny_config, tiny_data, min_epochs,
+                                                                stopped_at):
+    # epoch 2 is the best, epochs 3-7 make no progress: patience 2 stops at 4 unless min_epochs says later
+    cfg = tiny_config("model.cell=rnn", "train.max_epochs=8", "train.lr_decay=none", "train.patience=2",
+                      f"train.min_epochs={min_epochs}")
+    trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    scripted_validation(trainer, [(50.0, 5.0), (45.0, 6.0)] + [(46.0, 5.5)] * 6)
+    progress = trainer.fit()
+    assert progress.stop_reason == "early stopping" and progress.epoch == stopped_at
+    assert progress.best_epoch == 2 and len(progress.history) == stopped_at
+
+
+def test_min_epochs_leaves_the_schedule_and_every_earlier_epoch_as_they_were(tmp_path, tiny_config, tiny_data):
+    """A run that early stopping ends at or after min_epochs trains exactly as without it (a study
+    that raises min_epochs keeps such trials, study.longer_budget); one it ends sooner trains on,
+    its lr schedule going on as before."""
+    lr = tiny_config().train.lr
+    settings = ("model.cell=rnn", "train.max_epochs=10", "train.lr_decay=plateau", "train.patience=3",
+                f"train.min_lr={lr / 4}")
+    runs = {}
+    for min_epochs in (0, 5, 8):
+        trainer = Trainer(tiny_config(*settings, f"train.min_epochs={min_epochs}"), tmp_path / str(min_epochs),
+                          log=lambda _: None, data=tiny_data)
+        scripted_validation(trainer, STAGED_VALIDATION)
+        runs[min_epochs] = trainer.fit()
+
+    def trained(progress):  # the history without its clock readings
+        return [{k: v for k, v in h.items() if k not in ("elapsed_s", "train_tokens_per_s")} for h in progress.history]
+
+    # restarts after epochs 3 and 4; the count reaches 3 at epoch 5
+    assert runs[0].epoch == 5 and [h["lr"] for h in runs[0].history] == [lr, lr, lr, lr / 2, lr / 4]
+    assert runs[5].epoch == 5 and trained(runs[5]) == trained(runs[0])  # stopped at 5: min_epochs 5 changes nothing
+    # held back, it trains on at min_lr, finds a new best at epoch 6 and stops 3 epochs later
+    assert runs[8].epoch == 9 and trained(runs[8])[:5] == trained(runs[0])
+    assert [h["lr"] for h in runs[8].history] == [lr, lr, lr, lr / 2] + [lr / 4] * 5
+    assert runs[8].best_epoch == 6
+
+
 @pytest.mark.slow
 def test_force_replaces_a_run_only_once_the_new_one_has_finished(tmp_path, cache_dir):
     config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
