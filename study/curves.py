@@ -120,10 +120,15 @@ def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, 
                              sharey=True, squeeze=False)
     seeds = sorted(set(progress["seed"].dropna().astype(int)))
     colour = {seed: f"C{index % 10}" for index, seed in enumerate(seeds)} if per_row else {}
+    drawn = {"lowered": False, "unfinished": False}  # what the legend needs to explain
     for ax, panel in zip(axes.flat, panels):
         for key, trial in progress[progress["label"].isin(panel)].groupby("key", sort=False):
-            _draw_trial(ax, trial.sort_values("epoch"), colour.get(int(trial["seed"].iloc[0]), "#4c72b0"),
-                        finished=status.get(key) != "running", thin=not per_row)
+            trial = trial.sort_values("epoch")
+            finished = status.get(key) != "running"
+            _draw_trial(ax, trial, colour.get(int(trial["seed"].iloc[0]), "#4c72b0"), finished=finished,
+                        thin=not per_row)
+            drawn["lowered"] |= bool(lr_lowered_after(trial))
+            drawn["unfinished"] |= not finished
         name = panel[0] if per_row else f"every trial ({progress['key'].nunique()})"
         ax.set_title("\n".join(textwrap.wrap(name, 40)), fontsize=8)
         ax.tick_params(labelsize=7)
@@ -137,7 +142,7 @@ def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, 
         ax.set_xlabel("epoch", fontsize=8)
     for ax in axes[:, 0]:
         ax.set_ylabel("valid BLEU", fontsize=8)
-    handles = _legend_handles(colour)
+    handles = legend_handles(colour, **drawn)
     width, height = fig.get_size_inches()
     per_line = max(1, min(len(handles), int(width / LEGEND_ENTRY_INCHES)))
     fig.legend(handles=handles, loc="lower center", ncol=per_line, fontsize=7, frameon=False)
@@ -157,12 +162,16 @@ def _draw_trial(ax, trial: pd.DataFrame, colour: str, finished: bool, thin: bool
                linewidths=0.6, zorder=4)
 
 
-def _legend_handles(colour: dict[int, str]) -> list:
+def legend_handles(colour: dict[int, str], lowered: bool, unfinished: bool) -> list:
+    """The seeds' colours and the marks the figure shows: the lr mark only where a trial's rate
+    was lowered, the dashed line only where a trial is still training."""
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, label=f"seed {seed}") for seed, c in colour.items()]
     handles += [Line2D([], [], marker="o", linestyle="", color="grey", markeredgecolor="black",
-                       label="best epoch (tested)"),
-                Line2D([], [], marker="v", linestyle="", color="grey", label="lr lowered after it"),
-                Line2D([], [], linestyle="--", color="grey", label="not finished")]
+                       label="best epoch (tested)")]
+    if lowered:
+        handles += [Line2D([], [], marker="v", linestyle="", color="grey", label="lr lowered after it")]
+    if unfinished:
+        handles += [Line2D([], [], linestyle="--", color="grey", label="not finished")]
     return handles

@@ -8,7 +8,8 @@ import csv
 import pandas as pd
 import pytest
 
-from study.curves import (MAX_PANELS, PROGRESS_FILE, _draw_trial, load_progress, lr_lowered_after, panels_of,
+from study.curves import (MAX_PANELS, PROGRESS_FILE, _draw_trial, legend_handles, load_progress, lr_lowered_after,
+                          panels_of,
                           save_progress)
 
 
@@ -85,6 +86,13 @@ def test_a_trial_is_drawn_with_its_best_epoch_and_lr_drops_dashed_until_it_finis
     assert lowered.get_offsets().tolist() == [[2.0, 12.5]]  # the lr fell after epoch 2
     assert best.get_offsets().tolist() == [[2.0, 12.5]]  # the last row's best epoch
     plt.close(fig)
+
+
+@pytest.mark.parametrize("lowered, unfinished", [(False, False), (True, False), (True, True)])
+def test_the_legend_explains_only_the_marks_the_figure_shows(lowered, unfinished):
+    labels = [h.get_label() for h in legend_handles({1: "C0", 2: "C1"}, lowered=lowered, unfinished=unfinished)]
+    assert labels[:3] == ["seed 1", "seed 2", "best epoch (tested)"]
+    assert ("lr lowered after it" in labels) == lowered and ("not finished" in labels) == unfinished
 
 
 def test_exports_write_the_curves_and_a_rebuild_from_saved_records_draws_them_again(tmp_path):
