@@ -44,8 +44,9 @@ EXTENSIBLE = {"grid": ("grid", "variants", "ablate", "seeds", "table.", "descrip
 
 def check_extension_changes(spec: StudySpec, state: dict, changes: list[str]) -> None:
     """--extend accepts new rows, seeds or samples, and a grid study's larger counted budget or
-    later first epoch for early stopping (study.longer_budget); a change of how trials run (scheduler, metric, resources, a smaller
-    budget, patience, a search's space) would make old and new rows incomparable."""
+    later first epoch for early stopping (study.longer_budget); a change of how trials run
+    (scheduler, metric, resources, a smaller budget, patience, a search's space) would make old
+    and new rows incomparable."""
     search = spec.fields.search is not None
     allowed = EXTENSIBLE["search" if search else "grid"]
     if not search:
