@@ -88,6 +88,8 @@ def budget(spec) -> str:
     limits += [f"{train[k]} {unit}" for k, unit in (("max_steps", "steps"), ("max_tokens", "tokens")) if train.get(k)]
     if train.get("patience"):
         limits.append(f"patience {train['patience']}")
+        if train.get("min_epochs"):
+            limits.append(f"not before epoch {train['min_epochs']}")
     return ", ".join(limits)
 
 

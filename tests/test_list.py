@@ -73,6 +73,8 @@ def test_list_shows_the_multi30k_reference_studies_after_the_builtins(tmp_path, 
     assert "multi30k/context_gates_m30k" in reference
     assert names[names.index(reference[0]):names.index(reference[0]) + len(reference)] == reference
     assert "36 (12 rows x 3 seeds)" in _row(out, "multi30k/context_gates_m30k")
+    assert "100 epochs, patience 3, not before epoch 30" in _row(out, "multi30k/context_gates_m30k")
+    assert "100 epochs, patience 3 " in _row(out, "multi30k/ablation_srnmt_m30k") + " "
     assert "python -m study.run search_spaces/multi30k/NAME.yaml --results results/reference" in out
 
 
