@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from study.curves import (MAX_PANELS, PROGRESS_FILE, _draw_trial, legend_handles, load_progress, lr_lowered_after,
-                          panels_of,
-                          save_progress)
+                          panels_of, save_progress)
 
 
 def epoch(number, lr, bleu, best):
