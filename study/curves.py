@@ -104,11 +104,23 @@ def panels_of(progress: pd.DataFrame, row_order: list[str]) -> list[list[str]]:
     return [[label] for label in labels] if len(labels) <= MAX_PANELS else [labels]
 
 
+def whole_epoch_ticks(ax, epochs: pd.Series) -> None:
+    """Ticks at whole epochs only. An integer locator alone falls back to fractional ticks
+    when the trials span fewer than three epochs (a one-epoch smoke study), so such short
+    spans get every epoch as a tick."""
+    from matplotlib.ticker import MaxNLocator
+
+    first, last = int(epochs.min()), int(epochs.max())
+    if last - first < 2:
+        ax.set_xticks(range(first, last + 1))
+        ax.set_xlim(first - 0.5, last + 0.5)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, str], title: str,
                 path: Path) -> list[Path]:
     """The learning curves (see the module's doc); ``status`` maps a trial key to its status."""
-    from matplotlib.ticker import MaxNLocator
-
     from study.plots import pyplot, save_figure, wrapped_title
 
     plt = pyplot()
@@ -137,7 +149,7 @@ def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, 
         axes.flat[index].set_visible(False)
         axes.flat[index - columns].xaxis.set_tick_params(labelbottom=True)
         axes.flat[index - columns].set_xlabel("epoch", fontsize=8)
-    axes[0, 0].xaxis.set_major_locator(MaxNLocator(integer=True))  # shared by every panel
+    whole_epoch_ticks(axes[0, 0], progress["epoch"])  # shared by every panel
     for ax in axes[-1]:
         ax.set_xlabel("epoch", fontsize=8)
     for ax in axes[:, 0]:

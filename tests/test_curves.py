@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from study.curves import (MAX_PANELS, PROGRESS_FILE, _draw_trial, legend_handles, load_progress, lr_lowered_after,
-                          panels_of, save_progress)
+                          panels_of, save_progress, whole_epoch_ticks)
 
 
 def epoch(number, lr, bleu, best):
@@ -92,6 +92,20 @@ def test_the_legend_explains_only_the_marks_the_figure_shows(lowered, unfinished
     labels = [h.get_label() for h in legend_handles({1: "C0", 2: "C1"}, lowered=lowered, unfinished=unfinished)]
     assert labels[:3] == ["seed 1", "seed 2", "best epoch (tested)"]
     assert ("lr lowered after it" in labels) == lowered and ("not finished" in labels) == unfinished
+
+
+@pytest.mark.parametrize("epochs", [[1], [1, 2], [3, 4, 5], list(range(1, 41))])
+def test_the_epoch_axis_has_whole_epochs_only_however_short_the_training(epochs):
+    from study.plots import pyplot
+
+    fig, ax = pyplot().subplots()
+    ax.plot(epochs, [float(e) for e in epochs])
+    whole_epoch_ticks(ax, pd.Series(epochs))
+    low, high = ax.get_xlim()
+    shown = [tick for tick in ax.get_xticks() if low <= tick <= high]
+    assert len(shown) >= min(len(epochs), 2) and all(tick == int(tick) for tick in shown)
+    assert low < epochs[0] and high > epochs[-1] - 1e-9
+    pyplot().close(fig)
 
 
 def test_exports_write_the_curves_and_a_rebuild_from_saved_records_draws_them_again(tmp_path):
