@@ -74,8 +74,16 @@ def test_list_shows_the_multi30k_reference_studies_after_the_builtins(tmp_path, 
     assert names[names.index(reference[0]):names.index(reference[0]) + len(reference)] == reference
     assert "36 (12 rows x 3 seeds)" in _row(out, "multi30k/context_gates_m30k")
     assert "100 epochs, patience 3, not before epoch 30" in _row(out, "multi30k/context_gates_m30k")
-    assert "100 epochs, patience 3 " in _row(out, "multi30k/ablation_srnmt_m30k") + " "
     assert "python -m study.run search_spaces/multi30k/NAME.yaml --results results/reference" in out
+
+
+def test_the_budget_names_the_first_epoch_early_stopping_may_end_only_where_one_is_set():
+    from study.spec import load_study
+
+    assert study_list.budget(load_study("cells", ["budget.patience=2"])) == "12 epochs, patience 2"
+    held = load_study("cells", ["budget.patience=2", "budget.min_epochs=5"])
+    assert study_list.budget(held) == "12 epochs, patience 2, not before epoch 5"
+    assert study_list.budget(load_study("cells")) == "12 epochs"
 
 
 def _store_with_every_trial_state(place):
