@@ -413,6 +413,7 @@ def smoke(cfg: Config) -> Config:
     if m.unit.shrink is not None:
         m.options = m.unit.shrink(m.options)
     t.max_epochs = min(t.max_epochs, 2)
+    t.min_epochs = min(t.min_epochs, t.max_epochs)
     t.batch_tokens = min(t.batch_tokens, 1200)
     dec.beam = min(dec.beam, 3)
     return cfg

@@ -168,6 +168,8 @@ class Trainer:
             progress.status, progress.stop_reason = "ok", ""
         if progress.stop_reason in BUDGET_REASONS and progress.status == "ok":
             progress.stop_reason = ""  # a resumed run may have been given a larger budget
+        # a run may also have been given a later train.min_epochs than the epoch early stopping ended it at
+        held_back = progress.stop_reason == "early stopping" and progress.epoch < self.cfg.train.min_epochs
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(_as_tuple(state["rng"]["python"]))
         if "cuda" in state["rng"] and self.device.type == "cuda":
@@ -176,6 +178,11 @@ class Trainer:
         if checkpoint_dir.resolve() != self.checkpoint_dir.resolve() and best is not None:
             self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
             atomic_save(best, self.checkpoint_dir / BEST)
+        if held_back:
+            # go on as a run held back at that epoch did: the stop skipped the schedule's step for it
+            progress.stop_reason = ""
+            if progress.batches_into_epoch == 0:
+                self._update_schedule(improved=False)  # early stopping acts only after an epoch without progress
         self.log(f"resumed from {checkpoint_dir} after epoch {self.progress.epoch}")
         return True
 

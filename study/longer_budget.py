@@ -18,9 +18,10 @@ key. A stored trial whose config differs from one of the study's trials only in 
 A raised ``budget.min_epochs`` (early stopping held back until that epoch) qualifies too: a trial
 that early stopping ended at or after the new minimum would have trained and stopped exactly
 so (the minimum only keeps a run from stopping, and this one never stopped sooner), so it is
-kept; one it ended before trains again from the start (its final checkpoint was saved without
-the schedule's step for its last epoch, which a continuing run takes); an unfinished one
-continues from its checkpoint, since nothing has stopped it yet.
+kept; one it ended before is opened again like a capped one, from its final checkpoint where
+there is one (nmt takes the schedule's step for that epoch, which the stop skipped, and trains
+on as a run held back from the start did) and from the start where there is none; an
+unfinished one continues from its checkpoint, as nmt continues it under the new minimum too.
 
 Only these budgets qualify. A step or token budget can end a trial inside an epoch, where
 it still validates (and may save a best model or count towards early stopping) at a point a
@@ -44,10 +45,11 @@ RAISABLE = ("max_epochs", "min_epochs")  # the train config keys a study may rai
 RAISABLE_BUDGETS = ("epochs", "min_epochs")  # the same, as study budget keys
 FLOORS = ("min_epochs",)  # raisable keys that are lower bounds: left out means 0, not "no limit"
 RESULT_FILES = ("metrics.json", "test.hyp")  # what a finished trial holds besides its checkpoint
-OUTCOMES = {"kept": "kept as they are (they stopped early, within the old budget)",
-            "reopened": "reopened from their final checkpoints (the old budget had stopped them)",
-            "restarted": "trained again from the start (stopped by the old budget, no checkpoint here)",
-            "held back": "trained again from the start (early stopping ended them before the new min_epochs)",
+OUTCOMES = {"kept": "kept as they are (the new budget would end them where they ended)",
+            "reopened": "reopened from their final checkpoints (their epochs ran out, or early stopping came "
+                        "before the new min_epochs)",
+            "restarted": "trained again from the start (stopped by the old budget or before the new min_epochs, "
+                         "no checkpoint here)",
             "continued": "continuing from their own checkpoints (unfinished)"}
 
 
@@ -83,8 +85,9 @@ def budget_raised(old: dict, new: dict) -> bool:
 
 
 def continue_under_new_budget(store: TrialStore, old_key: str, trial: Trial) -> str:
-    """Make the stored trial ``old_key`` the study's ``trial`` (its config with more epochs),
-    reopening it when its epochs are what stopped it. Returns one of ``OUTCOMES``."""
+    """Make the stored trial ``old_key`` the study's ``trial`` (its config with a raised budget),
+    reopening it when its epochs, or early stopping before the new minimum, stopped it. Returns
+    one of ``OUTCOMES``."""
     with store.hold(old_key):  # a worker of a killed driver may still be writing this trial
         outcome = _reopen(store, old_key, trial.config["train"])
         store.rekey(old_key, trial.key)
@@ -100,10 +103,10 @@ def extension_outcome(store: TrialStore, key: str, train: dict) -> str:
     if metrics is None:
         return "continued"
     stopped_by = metrics.get("stop_reason") if metrics.get("status") == "ok" else None
-    if stopped_by == "early stopping" and metrics.get("epochs", 0) < (train.get("min_epochs") or 0):
-        return "held back"
+    held_back = stopped_by == "early stopping" and metrics.get("epochs", 0) < (train.get("min_epochs") or 0)
     before = ((store.identity(key) or {}).get("config") or {}).get("train") or {}
-    if stopped_by != "max epochs" or not raised(before.get("max_epochs"), train.get("max_epochs"), "max_epochs"):
+    capped = stopped_by == "max epochs" and raised(before.get("max_epochs"), train.get("max_epochs"), "max_epochs")
+    if not (held_back or capped):
         return "kept"
     return "reopened" if (store.finished_dir(key) / "state.pt").is_file() else "restarted"
 

@@ -481,6 +481,8 @@ def shrink_for_smoke(spec: StudySpec) -> StudySpec:
     f = spec.fields
     f.seeds = 1
     f.budget = BudgetSpec(epochs=1, patience=f.budget.patience)
+    if (f.base.get("train") or {}).get("min_epochs"):  # within the one epoch a smoke trial trains
+        f.base["train"]["min_epochs"] = 1
     f.scheduler.grace_period = 1
     if f.search is not None:
         f.search.num_samples = min(f.search.num_samples, 3)

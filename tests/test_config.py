@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nmt.config import config_from_dict, load_config, smoke
+from nmt.config import config_from_dict, load_config, smoke, validate
 from nmt.typed_config import apply_overrides, parse_override
 from nmt.errors import ConfigError
 
@@ -51,6 +51,9 @@ def test_smoke_keeps_flags_and_shrinks_sizes():
     assert smoke(load_config(None, ["model.cell=fsmn", "model.fsmn.order=25"])).model.options.order == 4
     assert small.model.hidden <= 32 and small.train.max_epochs <= 2 and small.data.size <= 400
     assert cfg.model.hidden == 256  # the original is untouched
+    held = smoke(load_config(None, ["train.max_epochs=40", "train.patience=3", "train.min_epochs=30"]))
+    assert held.train.min_epochs == held.train.max_epochs <= 2
+    validate(held, "smoke")  # early stopping may still act, at the smoke run's last epoch
 
 
 BAD = [

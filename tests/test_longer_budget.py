@@ -90,12 +90,14 @@ def test_each_stored_trial_continues_as_its_stop_reason_says(tmp_path, stop_reas
         assert store.resume_point(new.key) is None
 
 
-@pytest.mark.parametrize("stop_reason, epochs, outcome", [
-    ("early stopping", 6, "kept"), ("early stopping", 9, "kept"), ("early stopping", 5, "held back"),
-    ("max epochs", 10, "kept"), (None, 4, "continued")])
-def test_a_later_min_epochs_keeps_the_trials_it_would_not_change(tmp_path, stop_reason, epochs, outcome):
+@pytest.mark.parametrize("stop_reason, epochs, checkpoint, outcome", [
+    ("early stopping", 6, True, "kept"), ("early stopping", 9, True, "kept"), ("early stopping", 5, True, "reopened"),
+    ("early stopping", 5, False, "restarted"), ("max epochs", 10, True, "kept"), (None, 4, True, "continued")])
+def test_a_later_min_epochs_keeps_the_trials_it_would_not_change(tmp_path, stop_reason, epochs, checkpoint, outcome):
     """Held back until epoch 6, a trial early stopping ended at epoch 6 or later trains as it did;
-    one it ended at 5 trains again from the start; the epoch budget, not raised, stays as it stopped."""
+    one it ended at 5 continues from its final checkpoint (nmt takes the step the stop skipped,
+    tests/test_train.py) or, without one, trains again from the start; the epoch budget, not
+    raised, stays as it stopped."""
     settings = ["seeds=1", "budget.epochs=10", "budget.patience=2"]
     old = expand(load_study("cells", settings))[0]
     new = expand(load_study("cells", [*settings, "budget.min_epochs=6"]))[0]
@@ -103,7 +105,7 @@ def test_a_later_min_epochs_keeps_the_trials_it_would_not_change(tmp_path, stop_
     assert budget_raised(old.config, new.config)
     store = TrialStore(tmp_path)
     if stop_reason:
-        _finished_trial(store, old, stop_reason, epochs=epochs)
+        _finished_trial(store, old, stop_reason, checkpoint, epochs=epochs)
     else:  # unfinished: nothing has stopped it, so it continues from its checkpoint
         store.start(old.key, {"key": old.key, "label": old.label, "row": old.row, "seed": old.seed,
                               "config": old.config})
@@ -114,8 +116,11 @@ def test_a_later_min_epochs_keeps_the_trials_it_would_not_change(tmp_path, stop_
     assert store.identity(new.key)["config"]["train"]["min_epochs"] == 6
     if outcome == "kept":
         assert store.finished_metrics(new.key)["epochs"] == epochs
-    elif outcome == "held back":
+    elif outcome == "restarted":
         assert store.finished_metrics(new.key) is None and store.resume_point(new.key) is None
+    elif outcome == "reopened":
+        assert store.finished_metrics(new.key) is None
+        assert (store.resume_point(new.key) / "state.pt").read_bytes() == b"state after the last epoch"
     else:
         assert store.finished_metrics(new.key) is None
         assert (store.resume_point(new.key) / "state.pt").read_bytes() == b"epoch 4"

@@ -91,6 +91,14 @@ def test_smoke_shrinks_but_keeps_every_row():
     assert small.fingerprint != full.fingerprint
 
 
+@pytest.mark.parametrize("minimum", ["budget.min_epochs=8", "base.train.min_epochs=8"])
+def test_smoke_trains_one_epoch_whatever_minimum_a_study_sets(minimum):
+    small = load_study("cells", ["budget.epochs=20", "budget.patience=2", minimum], smoke_run=True)
+    assert all(t.config["train"]["max_epochs"] == 1 and t.config["train"].get("min_epochs", 0) <= 1
+               for t in expand(small))
+    config_from_dict(expand(small)[0].config)  # valid
+
+
 def test_ablation_labels_read_like_the_paper():
     assert ablation_label(("model.layer_norm",)) == "- LayerNorm"
     assert ablation_label(("model.layer_norm", "model.multi_attention")) == "- LN & MA"

@@ -367,6 +367,41 @@ def test_min_epochs_leaves_the_schedule_and_every_earlier_epoch_as_they_were(tmp
     assert runs[8].best_epoch == 6
 
 
+
+@pytest.mark.parametrize("restarts", [False, True])
+def test_an_early_stopped_checkpoint_resumed_under_a_later_min_epochs_trains_on_as_if_held_back(
+        tmp_path, tiny_config, tiny_data, restarts):
+    """A run that early stopping ended (its checkpoint saved, its result not yet: a study stopped
+    in between, then extended with a later budget.min_epochs) continues exactly as the run that
+    had the minimum from the start, the schedule's step the stop skipped included."""
+    lr = tiny_config().train.lr
+    # with restarts, the plateau count reaches 3 at epoch 5 too: the step the stop skipped restarts at lr / 2
+    schedule = (("train.lr_decay=plateau", "train.plateau_patience=3", f"train.min_lr={lr / 4}") if restarts
+                else ("train.lr_decay=none",))
+    settings = ("model.cell=rnn", "train.max_epochs=10", "train.patience=3", *schedule)
+    held = Trainer(tiny_config(*settings, "train.min_epochs=8"), tmp_path / "held", log=lambda _: None,
+                   data=tiny_data)
+    scripted_validation(held, STAGED_VALIDATION)
+    held.fit()  # each run seeds the process's generators, so one at a time
+    stopped = Trainer(tiny_config(*settings), tmp_path / "stopped", log=lambda _: None, data=tiny_data)
+    scripted_validation(stopped, STAGED_VALIDATION)
+    assert stopped.fit().stop_reason == "early stopping" and stopped.progress.epoch == 5
+    resumed = Trainer(tiny_config(*settings, "train.min_epochs=8"), tmp_path / "resumed", log=lambda _: None,
+                      data=tiny_data)
+    assert resumed.resume(tmp_path / "stopped" / "checkpoint")
+    scripted_validation(resumed, STAGED_VALIDATION[5:])
+    resumed.fit()
+
+    def trained(progress):  # the history without its clock readings
+        return [{k: v for k, v in h.items() if k not in ("elapsed_s", "train_tokens_per_s")} for h in progress.history]
+
+    assert resumed.progress.stop_reason == held.progress.stop_reason == "early stopping"
+    assert resumed.progress.epoch == held.progress.epoch > 5
+    assert trained(resumed.progress) == trained(held.progress)
+    assert [h["lr"] for h in held.progress.history][4:6] == [lr, lr / 2 if restarts else lr]
+    for (name, a), (_, b) in zip(resumed.model.state_dict().items(), held.model.state_dict().items()):
+        assert torch.equal(a, b), name
+
 @pytest.mark.slow
 def test_force_replaces_a_run_only_once_the_new_one_has_finished(tmp_path, cache_dir):
     config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
