@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from nmt.config import ModelConfig, check_vocabulary_size, config_from_dict, model_option, smoke
+from nmt.config import ModelConfig, TrainConfig, check_vocabulary_size, config_from_dict, model_option, smoke
 from nmt.typed_config import apply_overrides, build_dataclass, flatten, read_yaml, suggest
 from nmt.errors import ConfigError
 from study.labels import component_names, display_value
@@ -346,9 +346,12 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
         fail("budget.patience", f"= {b.patience}: must be >= 0 (0 = never stop early)")
     if b.min_epochs is not None and b.min_epochs < 0:
         fail("budget.min_epochs", f"= {b.min_epochs}: must be >= 0 (0 = early stopping may act from the first epoch)")
-    if b.min_epochs and b.epochs and b.min_epochs > b.epochs:
-        fail("budget.min_epochs", f"= {b.min_epochs} is more than budget.epochs ({b.epochs}), so early stopping could "
-                                  f"never act; lower it, or set budget.patience: 0 to train every epoch")
+    epochs = spec.base_tree()["train"].get("max_epochs", TrainConfig.max_epochs)
+    if b.min_epochs and isinstance(epochs, int) and b.min_epochs > epochs:
+        cap = "budget.epochs" if b.epochs else "base.train.max_epochs" if "max_epochs" in f.base.get("train", {}) \
+            else "the default epoch budget"
+        fail("budget.min_epochs", f"= {b.min_epochs} is more than {cap} ({epochs}), so early stopping could never "
+                                  f"act; lower it or raise budget.epochs")
     if b.minutes is not None and b.minutes <= 0:
         fail("budget.minutes", f"= {b.minutes}: must be > 0 (it is a safety cap; leave it out for none)")
     s = f.scheduler
