@@ -348,7 +348,7 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
         fail("budget.min_epochs", f"= {b.min_epochs}: must be >= 0 (0 = early stopping may act from the first epoch)")
     epochs = spec.base_tree()["train"].get("max_epochs", TrainConfig.max_epochs)
     if b.min_epochs and isinstance(epochs, int) and b.min_epochs > epochs:
-        cap = "budget.epochs" if b.epochs else "base.train.max_epochs" if "max_epochs" in f.base.get("train", {}) \
+        cap = "budget.epochs" if b.epochs else "base.train.max_epochs" if "max_epochs" in (f.base.get("train") or {}) \
             else "the default epoch budget"
         fail("budget.min_epochs", f"= {b.min_epochs} is more than {cap} ({epochs}), so early stopping could never "
                                   f"act; lower it or raise budget.epochs")
