@@ -346,10 +346,10 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
         fail("budget.patience", f"= {b.patience}: must be >= 0 (0 = never stop early)")
     if b.min_epochs is not None and b.min_epochs < 0:
         fail("budget.min_epochs", f"= {b.min_epochs}: must be >= 0 (0 = early stopping may act from the first epoch)")
-    epochs = spec.base_tree()["train"].get("max_epochs", TrainConfig.max_epochs)
+    base_epochs = (f.base.get("train") or {}).get("max_epochs")
+    epochs = b.epochs or base_epochs or TrainConfig.max_epochs
     if b.min_epochs and isinstance(epochs, int) and b.min_epochs > epochs:
-        cap = "budget.epochs" if b.epochs else "base.train.max_epochs" if "max_epochs" in (f.base.get("train") or {}) \
-            else "the default epoch budget"
+        cap = "budget.epochs" if b.epochs else "base.train.max_epochs" if base_epochs else "the default epoch budget"
         fail("budget.min_epochs", f"= {b.min_epochs} is more than {cap} ({epochs}), so early stopping could never "
                                   f"act; lower it or raise budget.epochs")
     if b.minutes is not None and b.minutes <= 0:

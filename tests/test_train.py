@@ -261,6 +261,11 @@ def test_cli_resume_extends_a_budget_and_refuses_a_changed_model(tmp_path, cache
     assert json.loads((out / "metrics.json").read_text())["epochs"] == 2
 
 
+def trained(progress):
+    """A run's history without its clock readings: what must match between equivalent runs."""
+    return [{k: v for k, v in h.items() if k not in ("elapsed_s", "train_tokens_per_s")} for h in progress.history]
+
+
 def scripted_validation(trainer, results):
     """Replace validation by a script of (valid ppl, valid BLEU) per epoch."""
     script = iter(results)
@@ -355,9 +360,6 @@ def test_min_epochs_leaves_the_schedule_and_every_earlier_epoch_as_they_were(tmp
         scripted_validation(trainer, STAGED_VALIDATION)
         runs[min_epochs] = trainer.fit()
 
-    def trained(progress):  # the history without its clock readings
-        return [{k: v for k, v in h.items() if k not in ("elapsed_s", "train_tokens_per_s")} for h in progress.history]
-
     # restarts after epochs 3 and 4; the count reaches 3 at epoch 5
     assert runs[0].epoch == 5 and [h["lr"] for h in runs[0].history] == [lr, lr, lr, lr / 2, lr / 4]
     assert runs[5].epoch == 5 and trained(runs[5]) == trained(runs[0])  # stopped at 5: min_epochs 5 changes nothing
@@ -365,7 +367,6 @@ def test_min_epochs_leaves_the_schedule_and_every_earlier_epoch_as_they_were(tmp
     assert runs[8].epoch == 9 and trained(runs[8])[:5] == trained(runs[0])
     assert [h["lr"] for h in runs[8].history] == [lr, lr, lr, lr / 2] + [lr / 4] * 5
     assert runs[8].best_epoch == 6
-
 
 
 @pytest.mark.parametrize("restarts", [False, True])
@@ -392,15 +393,13 @@ def test_an_early_stopped_checkpoint_resumed_under_a_later_min_epochs_trains_on_
     scripted_validation(resumed, STAGED_VALIDATION[5:])
     resumed.fit()
 
-    def trained(progress):  # the history without its clock readings
-        return [{k: v for k, v in h.items() if k not in ("elapsed_s", "train_tokens_per_s")} for h in progress.history]
-
     assert resumed.progress.stop_reason == held.progress.stop_reason == "early stopping"
     assert resumed.progress.epoch == held.progress.epoch > 5
     assert trained(resumed.progress) == trained(held.progress)
     assert [h["lr"] for h in held.progress.history][4:6] == [lr, lr / 2 if restarts else lr]
     for (name, a), (_, b) in zip(resumed.model.state_dict().items(), held.model.state_dict().items()):
         assert torch.equal(a, b), name
+
 
 @pytest.mark.slow
 def test_force_replaces_a_run_only_once_the_new_one_has_finished(tmp_path, cache_dir):
