@@ -201,6 +201,10 @@ def _read_lines(path: str) -> list[str]:
 def _fmt(value, digits: int = 2, signed: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if signed and value and abs(value) < 0.5 * 10 ** -digits:
+        # a difference that rounds to +0.00 would print "[+0.00, +0.00]" beside p < 0.001 (rows all
+        # near 0 BLEU): two significant digits keep its sign and size readable
+        return f"{value:+.2g}"
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
@@ -281,9 +285,18 @@ def warnings(rows: pd.DataFrame) -> list[str]:
     return lines
 
 
+# right-aligned in Markdown; every other column reads as text
+NUMBER_COLUMNS = frozenset({"BLEU", "± std", "Δ", "p", "valid BLEU", "chrF", "params", "WM", "train tok/s",
+                            "decode w/s"})
+
+
 def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
-    """A shown table (``display_frame``) as Markdown: bold title, the table, its notes."""
-    return f"**{title}**\n\n" + frame.to_markdown(index=False) + "\n" + "".join(f"\n{note}\n" for note in notes)
+    """A shown table (``display_frame``) as Markdown: bold title, the table, its notes. The cells are
+    written as ``display_frame`` formatted them: left to itself, tabulate would read "+0.30" as a
+    number and print "0.3"."""
+    align = ["right" if column in NUMBER_COLUMNS else "left" for column in frame.columns]
+    body = frame.to_markdown(index=False, disable_numparse=True, colalign=align)
+    return f"**{title}**\n\n" + body + "\n" + "".join(f"\n{note}\n" for note in notes)
 
 
 def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:

@@ -85,6 +85,22 @@ def test_the_seed_interval_of_each_difference_is_shown_beside_the_bootstrap():
     assert r"$\Delta$ CI (seeds)" in table.latex()
 
 
+def test_a_difference_too_small_for_two_decimals_keeps_its_sign_and_size():
+    # rows all near 0 BLEU (a smoke run): "+0.00" beside a significant p would read as a contradiction
+    records = [record("base", 0, seed, "ok", bleu) for seed, bleu in ((1, 0.0100), (2, 0.0101), (3, 0.0102))] + \
+              [record("tiny", 1, seed, "ok", bleu) for seed, bleu in ((1, 0.0130), (2, 0.0131), (3, 0.0132))] + \
+              [record("big", 2, seed, "ok", bleu) for seed, bleu in ((1, 1.0), (2, 1.5), (3, 2.0))]
+    lines = build_table(records, "t", "base", None).markdown().splitlines()
+    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
+             for line in lines if line.startswith("| ") and "Model" not in line}
+    assert shown["tiny"][header.index("Δ")] == "+0.003"
+    assert shown["tiny"][header.index("Δ CI (seeds)")] == "[+0.0028, +0.0032]"  # Welch: 0.003 ± 0.00023
+    # as formatted: tabulate on its own would print "1.49" and "1.5"
+    assert shown["big"][header.index("Δ")] == "+1.49" and shown["big"][header.index("BLEU")] == "1.50"
+    assert shown["tiny"][header.index("BLEU")] == "0.01"  # unsigned columns keep two decimals
+
+
 def test_equal_systems_are_not_called_significant(tmp_path):
     refs = [f"sentence number {i} is here" for i in range(30)]
     hyps = [f"sentence number {i} was here" for i in range(30)]
