@@ -35,7 +35,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
     layout = table_layout(spec)
     title = layout.title
-    table = build_table(records, title, layout.reference, references, layout.row_order)
+    table = build_table(records, title, layout.reference, references, layout.row_order, layout.planned_seeds)
     table.rows = with_speed(table.rows, read_speed(study_dir))
     outputs = export(table, study_dir)
     if len(table.rows):

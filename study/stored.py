@@ -10,6 +10,7 @@ when the directory is a local run's, else the copy kept next to the tables (``tr
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,18 +31,20 @@ class TableLayout:
     title: str
     reference: str | None  # the label of the row every Δ and p-value is measured against
     row_order: list[str] | None  # None: the order the records' rows give (search studies)
+    planned_seeds: dict[str, int] | None = None  # trials each row will have; None for search studies
 
 
 def table_layout(spec: StudySpec) -> TableLayout:
-    """Title, reference row and row order of a study's table, as its run writes it."""
+    """Title, reference row, row order and planned trials per row of a study's table, as its run writes it."""
     title = spec.fields.table.title or spec.fields.description
     reference = spec.fields.table.reference if spec.kind != "search" else None
     if spec.kind == "ablation" and reference is None:
         reference = "full model"
-    row_order = None
-    if spec.kind != "search":
-        row_order = list(dict.fromkeys(t.label for t in sorted(expand(spec), key=lambda t: t.row)))
-    return TableLayout(title, reference, row_order)
+    if spec.kind == "search":
+        return TableLayout(title, reference, None)
+    trials = sorted(expand(spec), key=lambda t: t.row)
+    return TableLayout(title, reference, list(dict.fromkeys(t.label for t in trials)),
+                       dict(Counter(t.label for t in trials)))
 
 
 @dataclass
@@ -60,7 +63,8 @@ class StoredStudy:
     def table(self) -> StudyTable:
         """The study's own table, significance columns included (what its table.md shows)."""
         layout = self.layout
-        table = build_table(self.records, layout.title, layout.reference, self.references, layout.row_order)
+        table = build_table(self.records, layout.title, layout.reference, self.references, layout.row_order,
+                            layout.planned_seeds)
         table.rows = with_speed(table.rows, read_speed(self.directory))
         return table
 

@@ -91,12 +91,15 @@ def still_improving(record: dict) -> bool:
 
 
 def build_table(records: list[dict], title: str, reference: str | None, references_text: list[str] | None,
-                row_order: list[str] | None = None) -> StudyTable:
+                row_order: list[str] | None = None, planned_seeds: dict[str, int] | None = None) -> StudyTable:
+    """One row per configuration: BLEU over the finished seeds, its intervals, and Δ, the paired bootstrap
+    and the seed interval against ``reference``. ``planned_seeds`` (label -> trials the study will run)
+    counts the trials a half-finished study has not started yet in each row's n."""
     trials = trials_frame(records)
     labels = row_order or list(dict.fromkeys(r["label"] for r in sorted(records, key=lambda r: (r["row"], r["label"]))))
     by_label = {label: [r for r in records if r["label"] == label] for label in labels}
     reference_records = by_label.get(reference, []) if reference else []
-    rows = [_aggregate(label, by_label.get(label, [])) for label in labels]
+    rows = [_aggregate(label, by_label.get(label, []), (planned_seeds or {}).get(label, 0)) for label in labels]
     reference_row = next((row for row in rows if row["label"] == reference), None)
     reference_mean = reference_row["bleu_mean"] if reference_row is not None else math.nan
     stats_cache: dict[str, np.ndarray] = {}
@@ -115,7 +118,7 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
     return StudyTable(title, pd.DataFrame(rows), trials, reference)
 
 
-def _aggregate(label: str, group: list[dict]) -> dict:
+def _aggregate(label: str, group: list[dict], planned: int = 0) -> dict:
     counts = {status: sum(r["status"] == status for r in group) for status in STATUSES}
     ok = [r for r in group if r["status"] in SCORED and r["metrics"].get("test_bleu") is not None]
     bleu = [float(r["metrics"]["test_bleu"]) for r in ok]
@@ -143,7 +146,7 @@ def _aggregate(label: str, group: list[dict]) -> dict:
         "weight_matrices": int(first["metrics"]["weight_matrices"]) if first and first["metrics"].get("weight_matrices") else None,
         "train_tokens_per_s": mean_of("train_tokens_per_s", measured),
         "decode_words_per_s": mean_of("decode_words_per_s", ok),
-        **counts, "status": status_text(counts, errors), "seeds": len(group),
+        **counts, "status": status_text(counts, errors), "seeds": max(len(group), planned),
     }
 
 
@@ -310,7 +313,7 @@ def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
         out.append({
             "Model": row["label"],
             "BLEU": bleu,
-            "± std": "-" if no_bleu else _fmt(row["bleu_std"]),
+            "± std": "-" if row["n"] < 2 else _fmt(row["bleu_std"]),  # one seed has no spread to show
             "Δ": "-" if no_bleu or not reference else "0" if is_reference else _fmt(row["delta"], signed=True),
             "95% CI": "-" if row["n"] < 2 else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
             "Δ CI (seeds)": "-" if is_reference or math.isnan(row["delta_seeds_ci_low"]) else

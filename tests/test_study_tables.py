@@ -58,6 +58,24 @@ def test_a_half_finished_study_shows_dashes_where_rows_have_no_trials_yet():
     assert "nan" not in table.markdown()
 
 
+def test_a_half_finished_study_counts_the_seeds_it_has_not_started_and_shows_no_spread_for_one():
+    from study.spec import load_study
+    from study.stored import table_layout
+
+    layout = table_layout(load_study("ablation_srnmt"))
+    assert layout.planned_seeds == {label: 3 for label in layout.row_order} and len(layout.row_order) == 8
+    full, other = layout.row_order[:2]
+    records = [record(full, 0, 1, "ok", 30.0), record(full, 0, 2, "running")]
+    table = build_table(records, "t", layout.reference, None, layout.row_order, layout.planned_seeds)
+    lines = table.markdown().splitlines()
+    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
+             for line in lines if line.startswith("| ") and "Model" not in line}
+    assert shown[full][header.index("n")] == "1/3" and shown[other][header.index("n")] == "0/3"
+    assert shown[full][header.index("± std")] == "-" and shown[full][header.index("BLEU")] == "30.00"
+    assert table.rows.set_index("label").loc[full, "bleu_std"] == 0.0  # the CSV keeps its number
+
+
 def test_t_critical_values():
     assert t95(1) == 12.706 and t95(4) == 2.776 and t95(22) == 2.086 and t95(100) == 1.96
     assert t95(2.9) == 4.303 and t95(30.5) == 1.96  # a fractional df rounds down: the wider interval
