@@ -18,6 +18,15 @@ def record(label, row, seed, status, bleu=None, error="", hyp=None):
             "status": status, "error": error, "hyp_path": hyp, "artifacts": [], "metrics": metrics}
 
 
+def markdown_cells(markdown: str) -> tuple[list[str], dict[str, list[str]]]:
+    """A table.md's header and each row's cells, keyed by its Model label."""
+    lines = markdown.splitlines()
+    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
+             for line in lines if line.startswith("| ") and "Model" not in line}
+    return header, shown
+
+
 def test_mean_std_ci_and_delta_over_finished_seeds():
     records = [record("base", 0, 1, "ok", 20.0), record("base", 0, 2, "ok", 22.0), record("base", 0, 3, "ok", 24.0),
                record("var", 1, 1, "ok", 10.0), record("var", 1, 2, "diverged", 3.0), record("var", 1, 3, "failed",
@@ -45,9 +54,7 @@ def test_a_half_finished_study_shows_dashes_where_rows_have_no_trials_yet():
     # study.table on a study stopped between sessions: the reference row and another have no trials yet
     records = [record("tanh", 0, 1, "ok", 30.0), record("tanh", 0, 2, "running")]
     table = build_table(records, "t", "GRU", None, row_order=["tanh", "GRU", "GRU + CG"])
-    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
-             for line in table.markdown().splitlines() if line.startswith("| ") and "Model" not in line}
-    header = [cell.strip() for cell in table.markdown().splitlines()[2].strip("|").split("|")]
+    header, shown = markdown_cells(table.markdown())
     wm, delta = header.index("WM"), header.index("Δ")
     assert shown["tanh"][wm] == "6" and shown["GRU"][wm] == "-" and shown["GRU + CG"][wm] == "-"
     assert shown["GRU"][1] == "not started" and shown["GRU"][delta] == "-"  # no "0" for a reference not yet trained
@@ -67,10 +74,7 @@ def test_a_half_finished_study_counts_the_seeds_it_has_not_started_and_shows_no_
     full, other = layout.row_order[:2]
     records = [record(full, 0, 1, "ok", 30.0), record(full, 0, 2, "running")]
     table = build_table(records, "t", layout.reference, None, layout.row_order, layout.planned_seeds)
-    lines = table.markdown().splitlines()
-    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
-    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
-             for line in lines if line.startswith("| ") and "Model" not in line}
+    header, shown = markdown_cells(table.markdown())
     assert shown[full][header.index("n")] == "1/3" and shown[other][header.index("n")] == "0/3"
     assert shown[full][header.index("± std")] == "-" and shown[full][header.index("BLEU")] == "30.00"
     assert table.rows.set_index("label").loc[full, "bleu_std"] == 0.0  # the CSV keeps its number
@@ -92,11 +96,8 @@ def test_the_seed_interval_of_each_difference_is_shown_beside_the_bootstrap():
     assert (rows.loc["wide", "delta_seeds_ci_low"], rows.loc["wide", "delta_seeds_ci_high"]) == \
         pytest.approx((8 - half, 8 + half))
     assert math.isnan(rows.loc["one", "delta_seeds_ci_low"]) and math.isnan(rows.loc["base", "delta_seeds_ci_low"])
-    lines = table.markdown().splitlines()
-    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
+    header, shown = markdown_cells(table.markdown())
     assert header.index("Δ CI (seeds)") + 1 == header.index("Δ CI (bootstrap)")
-    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
-             for line in lines if line.startswith("| ") and "Model" not in line}
     column = header.index("Δ CI (seeds)")
     assert shown["wide"][column] == f"[+{8 - half:.2f}, +{8 + half:.2f}]" == "[+3.47, +12.53]"
     assert shown["base"][column] == "-" and shown["one"][column] == "-"  # the reference; a single seed
@@ -108,10 +109,7 @@ def test_a_difference_too_small_for_two_decimals_keeps_its_sign_and_size():
     records = [record("base", 0, seed, "ok", bleu) for seed, bleu in ((1, 0.0100), (2, 0.0101), (3, 0.0102))] + \
               [record("tiny", 1, seed, "ok", bleu) for seed, bleu in ((1, 0.0130), (2, 0.0131), (3, 0.0132))] + \
               [record("big", 2, seed, "ok", bleu) for seed, bleu in ((1, 1.0), (2, 1.5), (3, 2.0))]
-    lines = build_table(records, "t", "base", None).markdown().splitlines()
-    header = [cell.strip() for cell in lines[2].strip("|").split("|")]
-    shown = {line.split("|")[1].strip(): [cell.strip() for cell in line.strip().strip("|").split("|")]
-             for line in lines if line.startswith("| ") and "Model" not in line}
+    header, shown = markdown_cells(build_table(records, "t", "base", None).markdown())
     assert shown["tiny"][header.index("Δ")] == "+0.003"
     assert shown["tiny"][header.index("Δ CI (seeds)")] == "[+0.0028, +0.0032]"  # Welch: 0.003 ± 0.00023
     # as formatted: tabulate on its own would print "1.49" and "1.5"
@@ -203,9 +201,7 @@ def test_a_row_still_improving_at_its_last_epoch_is_marked_and_a_converged_one_i
     table = build_table(records, "t", "plateaued", None)
     rows = table.rows.set_index("label")
     assert rows.loc["plateaued", "still_improving"] == 0 and rows.loc["improving", "still_improving"] == 1
-    lines = table.markdown().splitlines()
-    header = [c.strip() for c in lines[2].strip("|").split("|")]
-    cells = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")] for line in lines[4:6]}
+    header, cells = markdown_cells(table.markdown())
     assert cells["plateaued"][header.index("epochs")] == "10" and cells["plateaued"][header.index("best epoch")] == "7-8"
     assert cells["improving"][header.index("best epoch")] == "9-10 †"
     notes = footnotes(table.rows)
