@@ -146,7 +146,8 @@ def _aggregate(label: str, group: list[dict], planned: int = 0) -> dict:
         "weight_matrices": int(first["metrics"]["weight_matrices"]) if first and first["metrics"].get("weight_matrices") else None,
         "train_tokens_per_s": mean_of("train_tokens_per_s", measured),
         "decode_words_per_s": mean_of("decode_words_per_s", ok),
-        **counts, "status": status_text(counts, errors), "seeds": max(len(group), planned),
+        **counts, "status": status_text(counts, errors, not_started=max(planned - len(group), 0)),
+        "seeds": max(len(group), planned),
     }
 
 
@@ -154,18 +155,19 @@ def _aggregate(label: str, group: list[dict], planned: int = 0) -> dict:
 SHOWN_STATUS = {"running": "unfinished"}
 
 
-def status_text(counts: dict, errors: list[str]) -> str:
+def status_text(counts: dict, errors: list[str], not_started: int = 0) -> str:
+    """The row's trials by status ("ok", or "2 ok, 1 diverged"); ``not_started`` counts the trials of a
+    half-finished study that have no record yet, named only beside those that have one."""
     present = {SHOWN_STATUS.get(k, k): v for k, v in counts.items() if v}
     if not present:
         return "not started"
+    if not_started:
+        present["not started"] = not_started
+    reason = f" ({errors[0]})" if errors else ""
     if len(present) == 1:
         status = next(iter(present))
-        text = status
-    else:
-        text = ", ".join(f"{v} {k}" for k, v in present.items())
-    if counts.get("failed") and errors:
-        text += f" ({errors[0]})"
-    return text
+        return status + (reason if status == "failed" else "")
+    return ", ".join(f"{v} {k}" + (reason if k == "failed" else "") for k, v in present.items())
 
 
 def paired_test(system: list[dict], reference: list[dict], references_text: list[str], samples: int = 1000,

@@ -76,6 +76,9 @@ def test_a_half_finished_study_counts_the_seeds_it_has_not_started_and_shows_no_
     table = build_table(records, "t", layout.reference, None, layout.row_order, layout.planned_seeds)
     header, shown = markdown_cells(table.markdown())
     assert shown[full][header.index("n")] == "1/3" and shown[other][header.index("n")] == "0/3"
+    # the seed with no record yet is named: not "1 ok, 1 unfinished" as if the row had two
+    assert shown[full][header.index("status")] == "1 ok, 1 unfinished, 1 not started"
+    assert shown[other][header.index("status")] == "not started"
     assert shown[full][header.index("± std")] == "-" and shown[full][header.index("BLEU")] == "30.00"
     assert table.rows.set_index("label").loc[full, "bleu_std"] == 0.0  # the CSV keeps its number
 
@@ -138,6 +141,8 @@ def test_equal_systems_are_not_called_significant(tmp_path):
 def test_status_text_and_pareto_front():
     assert status_text({"ok": 2, "diverged": 0}, []) == "ok"
     assert status_text({"ok": 0, "stopped": 3}, []) == "stopped"
+    assert status_text({"ok": 1}, [], not_started=2) == "1 ok, 2 not started"
+    assert status_text({"failed": 1}, ["ValueError: x"], not_started=1) == "1 failed (ValueError: x), 1 not started"
     assert pareto_front([(1, 5), (2, 4), (3, 1), (1, 1), (2, 2)]) == [0, 1, 2]
 
 
