@@ -9,6 +9,7 @@ bars (and a note) for rows cut short by the wall-time cap, intervals clipped to 
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from pathlib import Path
 
@@ -85,6 +86,19 @@ def _figure(plt, rows: pd.DataFrame, width: float, height: float, shows_speed: b
 NOTE_LINE = 0.12  # inches per footnote line
 
 
+def without_reasons(status: str) -> str:
+    """A row's status without the bracketed reasons of its failed trials ("1 failed (ValueError: f(x)),
+    1 not started" -> "1 failed, 1 not started"): an error message is too long for a bar's label,
+    but every count in the status must stay."""
+    kept, depth = [], 0
+    for char in status:
+        depth += char == "("
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ")" and depth > 0
+    return re.sub(r"\s+(?=,|$)", "", "".join(kept))
+
+
 def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | None = None,
              reference: str | None = None) -> list[Path]:
     """Mean test BLEU per row with its 95% interval (clipped to BLEU's range), each seed's score
@@ -99,7 +113,7 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
     for bar, row in zip(bars, records):
         if row["n"] == 0:
             bar.set_color("#bbbbbb")
-            why = row["status"].split(" (")[0] + (" (reference)" if row["label"] == reference else "")
+            why = without_reasons(row["status"]) + (" (reference)" if row["label"] == reference else "")
             ax.annotate(why, (bar.get_x() + bar.get_width() / 2, 0.5), ha="center", rotation=90, va="bottom",
                         fontsize=8)
         elif row.get("truncated"):

@@ -310,9 +310,8 @@ def test_scatter_labels_keep_apart_and_off_the_other_points():
     plt.close(fig)
 
 
-def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monkeypatch):
-    from study import plots
-
+def keep_plot_texts(plots, monkeypatch) -> dict:
+    """Instead of saving a figure, keep the texts written on its axes in the returned dict's "texts"."""
     shown = {}
 
     def keep_texts(plt, fig, path, notes):
@@ -321,6 +320,13 @@ def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monke
         return [path]
 
     monkeypatch.setattr(plots, "_save", keep_texts)
+    return shown
+
+
+def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monkeypatch):
+    from study import plots
+
+    shown = keep_plot_texts(plots, monkeypatch)
     records = [record("tanh", 0, 1, "ok", 30.0), record("tanh", 0, 2, "ok", 31.0)]
     rows = build_table(records, "t", "GRU", None, row_order=["tanh", "GRU"]).rows
     plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="GRU")
@@ -329,6 +335,20 @@ def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monke
     rows = build_table(records, "t", "tanh", None, row_order=["tanh", "GRU"]).rows
     plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="tanh")
     assert sorted(shown["texts"]) == ["not started", "reference"]
+
+
+def test_bar_plot_label_of_a_row_without_a_score_keeps_every_count_but_drops_error_messages(tmp_path, monkeypatch):
+    from study import plots
+
+    assert plots.without_reasons("1 failed (ValueError: f(x)), 1 not started") == "1 failed, 1 not started"
+    assert plots.without_reasons("2 diverged, 1 failed (OSError: disk (full))") == "2 diverged, 1 failed"
+    assert plots.without_reasons("not started") == "not started"
+    shown = keep_plot_texts(plots, monkeypatch)
+    records = [record("base", 0, 1, "ok", 30.0), record("broken", 1, 1, "failed", error="ValueError: f(x)")]
+    rows = build_table(records, "t", "base", None, ["base", "broken"], {"base": 1, "broken": 2}).rows
+    assert rows.set_index("label").loc["broken", "status"] == "1 failed (ValueError: f(x)), 1 not started"
+    plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="base")
+    assert "1 failed, 1 not started" in shown["texts"]
 
 
 def test_bar_plot_of_rows_all_at_zero_bleu_keeps_a_readable_axis(tmp_path, monkeypatch):
