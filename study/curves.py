@@ -2,8 +2,9 @@
 learning rate (``progress.csv``) and the learning curves drawn from them (``curves.png``/``.pdf``).
 
 The figure has one panel per row of the table and one line per seed: validation BLEU per epoch,
-a dot on the best epoch (the model the test set scores), a triangle on every epoch after which
-the learning rate was lowered, and a dashed line for a trial that has not finished. A curve still
+a dot on the best epoch (the model the test set scores; an open circle while the trial has not
+finished and its best so far is not yet tested), a triangle on every epoch after which the
+learning rate was lowered, and a dashed line for a trial that has not finished. A curve still
 rising at its last epoch is a model that had not converged; the panels share their axes, so rows
 compare at a glance. More rows than ``MAX_PANELS`` (a search's trials) share one panel.
 
@@ -170,8 +171,12 @@ def _draw_trial(ax, trial: pd.DataFrame, colour: str, finished: bool, thin: bool
     lowered = trial[trial["epoch"].isin(lr_lowered_after(trial))]
     ax.scatter(lowered["epoch"], lowered["valid_bleu"], marker="v", s=14, color=colour, zorder=3)
     best = trial[trial["epoch"] == trial["best_epoch"].iloc[-1]]
-    ax.scatter(best["epoch"], best["valid_bleu"], marker="o", s=22, color=colour, edgecolors="black",
-               linewidths=0.6, zorder=4)
+    if finished:
+        ax.scatter(best["epoch"], best["valid_bleu"], marker="o", s=22, color=colour, edgecolors="black",
+                   linewidths=0.6, zorder=4)
+    else:  # its best epoch so far has no test score yet: an open circle
+        ax.scatter(best["epoch"], best["valid_bleu"], marker="o", s=22, facecolors="none", edgecolors=colour,
+                   linewidths=1.0, zorder=4)
 
 
 def legend_handles(colour: dict[int, str], lowered: bool, unfinished: bool) -> list:
@@ -185,5 +190,7 @@ def legend_handles(colour: dict[int, str], lowered: bool, unfinished: bool) -> l
     if lowered:
         handles += [Line2D([], [], marker="v", linestyle="", color="grey", label="lr lowered after it")]
     if unfinished:
-        handles += [Line2D([], [], linestyle="--", color="grey", label="not finished")]
+        handles += [Line2D([], [], linestyle="--", color="grey", label="not finished"),
+                    Line2D([], [], marker="o", linestyle="", markerfacecolor="none", markeredgecolor="grey",
+                           label="best so far (not tested)")]
     return handles

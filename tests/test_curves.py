@@ -84,6 +84,8 @@ def test_a_trial_is_drawn_with_its_best_epoch_and_lr_drops_dashed_until_it_finis
     lowered, best = ax.collections
     assert lowered.get_offsets().tolist() == [[2.0, 12.5]]  # the lr fell after epoch 2
     assert best.get_offsets().tolist() == [[2.0, 12.5]]  # the last row's best epoch
+    # filled once the trial is tested; an open circle while it trains on
+    assert (len(best.get_facecolors()) > 0 and best.get_facecolors()[0][3] > 0) == finished
     plt.close(fig)
 
 
@@ -92,6 +94,7 @@ def test_the_legend_explains_only_the_marks_the_figure_shows(lowered, unfinished
     labels = [h.get_label() for h in legend_handles({1: "C0", 2: "C1"}, lowered=lowered, unfinished=unfinished)]
     assert labels[:3] == ["seed 1", "seed 2", "best epoch (tested)"]
     assert ("lr lowered after it" in labels) == lowered and ("not finished" in labels) == unfinished
+    assert ("best so far (not tested)" in labels) == unfinished
 
 
 @pytest.mark.parametrize("epochs", [[1], [1, 2], [3, 4, 5], list(range(1, 41))])
