@@ -146,7 +146,7 @@ class ProgressCallback(tune.Callback):
     running / done / diverged / failed, the best result so far and an ETA."""
 
     def __init__(self, total: int, metric: str, mode: str, concurrency: int, every: float = 30.0,
-                 finished_before: dict[str, dict] | None = None):
+                 finished_before: dict[str, dict] | None = None, planned: dict[str, str] | None = None):
         self.total = total
         self.metric = metric
         self.mode = mode
@@ -159,14 +159,17 @@ class ProgressCallback(tune.Callback):
         # the ETA counts trial time the trials report, not the driver's clock: a resumed study
         # replays its finished trials in seconds and continues the others from their checkpoints
         self.trial_costs: list[float] = []  # training seconds of each finished trial
-        self.trained: dict[str, float] = {}  # training seconds so far of each unfinished trial
+        self.row_costs: dict[str, list[float]] = {}  # the same by row label: rows can differ 3x in speed
+        self.trained: dict[str, tuple[str, float]] = {}  # key: (label, training seconds so far), unfinished
+        # a grid's trials, {key: label}, so the ETA can price the ones not started by their rows
+        self.planned = dict(planned or {})
         # a resumed study's trials that had finished ({key: stored metrics with their "label"}): done from
         # the start, though Tune replays each only when the grid reaches it, and their training time counts
         self.finished_before = dict(finished_before or {})
         self.ended_keys: set[str] = set()  # keys of the trials this run has seen end
         for metrics in self.finished_before.values():
             self._note_best(metrics.get(metric), metrics.get("label", ""))
-            self._note_cost(metrics.get("elapsed_seconds"))
+            self._note_cost(metrics.get("elapsed_seconds"), metrics.get("label", ""))
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._print(trials, force=not self.last_line)  # the first start, then completions and every 30 s
@@ -176,20 +179,21 @@ class ProgressCallback(tune.Callback):
         self._note_best(result.get(self.metric), label)
         if result.get("final"):
             self.finished[trial.trial_id] = result.get("status", "ok")
-            self.trained.pop(trial.trial_id, None)
+            self.trained.pop(key, None)
             before = key in self.finished_before
             self.ended_keys.add(key)
             if not before:
-                self._note_cost(result.get("elapsed_seconds"))
+                self._note_cost(result.get("elapsed_seconds"), label)
             self._print_finished(trial, result, before)
         elif isinstance(result.get("elapsed_s"), (int, float)):
-            self.trained[trial.trial_id] = result["elapsed_s"]
+            self.trained[key] = (label, result["elapsed_s"])
         self._print(trials)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self.finished.setdefault(trial.trial_id, "stopped")
-        self.ended_keys.add(_trial_key(trial)[0])  # counted once, by its trial, from now on
-        self.trained.pop(trial.trial_id, None)
+        key = _trial_key(trial)[0]
+        self.ended_keys.add(key)  # counted once, by its trial, from now on
+        self.trained.pop(key, None)
         self._print(trials, force=True)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
@@ -201,8 +205,9 @@ class ProgressCallback(tune.Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self.finished[trial.trial_id] = "failed"
-        self.ended_keys.add(_trial_key(trial)[0])
-        self.trained.pop(trial.trial_id, None)
+        key = _trial_key(trial)[0]
+        self.ended_keys.add(key)
+        self.trained.pop(key, None)
         self._print(trials, force=True)
 
     def _note_best(self, value, label: str) -> None:
@@ -210,9 +215,10 @@ class ProgressCallback(tune.Callback):
             if self.best is None or (value > self.best[0] if self.mode == "max" else value < self.best[0]):
                 self.best = (value, label)
 
-    def _note_cost(self, seconds) -> None:
+    def _note_cost(self, seconds, label: str) -> None:
         if isinstance(seconds, (int, float)) and seconds > 0:
             self.trial_costs.append(seconds)
+            self.row_costs.setdefault(label, []).append(seconds)
 
     def _print_finished(self, trial, result: dict, before: bool = False) -> None:
         """One line per finished trial: its row, seed, training progress and scores."""
@@ -243,12 +249,22 @@ class ProgressCallback(tune.Callback):
               f"{' (' + extra + ')' if extra else ''}{best}{self._eta(done)}", flush=True)
 
     def _eta(self, done: int) -> str:
-        """Trials not started cost a finished trial's mean training time, a trial under way the
+        """A trial not started costs the mean training time of its row's finished trials (of all
+        finished trials while its row has none, or for a search's samples), a trial under way the
         rest of that mean; ``concurrency`` of them run at once."""
         if not self.trial_costs or done >= self.total:
             return ""
-        mean = sum(self.trial_costs) / len(self.trial_costs)
-        under_way = [seconds for trial_id, seconds in self.trained.items() if trial_id not in self.finished]
-        not_started = max(self.total - done - len(under_way), 0)
-        remaining = (not_started * mean + sum(max(mean - seconds, 0.0) for seconds in under_way)) / self.concurrency
-        return f" | ETA {clock(remaining)}"
+        overall = sum(self.trial_costs) / len(self.trial_costs)
+
+        def expected(label: str) -> float:
+            costs = self.row_costs.get(label)
+            return sum(costs) / len(costs) if costs else overall
+
+        remaining = sum(max(expected(label) - seconds, 0.0) for label, seconds in self.trained.values())
+        if self.planned:
+            remaining += sum(expected(label) for key, label in self.planned.items()
+                             if key not in self.trained and key not in self.ended_keys
+                             and key not in self.finished_before)
+        else:
+            remaining += max(self.total - done - len(self.trained), 0) * overall
+        return f" | ETA {clock(remaining / self.concurrency)}"

@@ -47,7 +47,9 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
         trial.key: {**metrics, "label": trial.label} for trial in trials
         if (metrics := store.finished_metrics(trial.key)) is not None}
     callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
-                 ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before)]
+                 ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before,
+                                  planned=None if spec.fields.search is not None else
+                                  {trial.key: trial.label for trial in trials})]
     if spec.fields.search is not None:
         callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
     if spec.fields.scheduler.type == "asha":

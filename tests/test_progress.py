@@ -11,8 +11,8 @@ from study.callbacks import ProgressCallback
 from study.trainable import TRIAL
 
 
-def _trial(trial_id: str, seed: int, status: str = "RUNNING") -> SimpleNamespace:
-    config = {TRIAL: {"key": f"key{trial_id}", "label": "GRU", "seed": seed, "config": {}}}
+def _trial(trial_id: str, seed: int, status: str = "RUNNING", label: str = "GRU") -> SimpleNamespace:
+    config = {TRIAL: {"key": f"key{trial_id}", "label": label, "seed": seed, "config": {}}}
     return SimpleNamespace(trial_id=trial_id, config=config, status=status)
 
 
@@ -77,6 +77,21 @@ def test_a_trial_past_the_mean_adds_nothing_and_no_eta_before_a_finished_trial(c
     progress.on_trial_result(0, trials, trials[1], {"final": 1, "valid_bleu": 2.0, "elapsed_seconds": 40.0})
     progress.on_trial_result(0, trials, trials[0], {"final": 0, "valid_bleu": 3.0, "elapsed_s": 60.0})
     assert _eta_seconds(capsys.readouterr().out.strip().splitlines()[-1]) == 40  # the third trial only
+
+
+def test_a_grid_prices_each_trial_left_by_its_own_rows_finished_trials(capsys):
+    # an ablation whose rows differ in speed: one fast row, one slow, one with no finished trial yet
+    labels = {"0": "fast", "1": "slow", "2": "slow", "3": "slow", "4": "new"}
+    planned = {f"key{i}": label for i, label in labels.items()}
+    progress = ProgressCallback(total=5, metric="valid_bleu", mode="max", concurrency=1, every=0.0, planned=planned)
+    trials = {i: _trial(i, seed=1, label=label) for i, label in labels.items()}
+    for i, cost in (("0", 1000.0), ("2", 5000.0)):
+        progress.on_trial_result(0, list(trials.values()), trials[i], {"final": 1, "status": "ok", "valid_bleu": 30.0,
+                                                                       "elapsed_seconds": cost})
+    progress.on_trial_result(0, list(trials.values()), trials["3"], {"final": 0, "valid_bleu": 9.0, "elapsed_s": 500.0})
+    # slow seed 1 not started: 5,000; the new row: the mean of all, 3,000; slow seed 3 under way: 4,500 left
+    # (one mean over every row would say 2 x 3,000 + 2,500)
+    assert _eta_seconds(capsys.readouterr().out.strip().splitlines()[-1]) == 5000 + 3000 + 4500
 
 
 def test_durations_of_an_hour_and_more_show_hours():
