@@ -9,13 +9,12 @@ bars (and a note) for rows cut short by the wall-time cap, intervals clipped to 
 from __future__ import annotations
 
 import math
-import re
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 
-from study.tables import SCORED, STILL_IMPROVING, footnotes
+from study.tables import SCORED, STILL_IMPROVING, footnotes, status_counts
 
 BLEU_RANGE = (0.0, 100.0)
 
@@ -86,19 +85,6 @@ def _figure(plt, rows: pd.DataFrame, width: float, height: float, shows_speed: b
 NOTE_LINE = 0.12  # inches per footnote line
 
 
-def without_reasons(status: str) -> str:
-    """A row's status without the bracketed reasons of its failed trials ("1 failed (ValueError: f(x)),
-    1 not started" -> "1 failed, 1 not started"): an error message is too long for a bar's label,
-    but every count in the status must stay."""
-    kept, depth = [], 0
-    for char in status:
-        depth += char == "("
-        if depth == 0:
-            kept.append(char)
-        depth -= char == ")" and depth > 0
-    return re.sub(r"\s+(?=,|$)", "", "".join(kept))
-
-
 def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | None = None,
              reference: str | None = None) -> list[Path]:
     """Mean test BLEU per row with its 95% interval (clipped to BLEU's range), each seed's score
@@ -113,7 +99,7 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
     for bar, row in zip(bars, records):
         if row["n"] == 0:
             bar.set_color("#bbbbbb")
-            why = without_reasons(row["status"]) + (" (reference)" if row["label"] == reference else "")
+            why = status_counts(row) + (" (reference)" if row["label"] == reference else "")
             ax.annotate(why, (bar.get_x() + bar.get_width() / 2, 0.5), ha="center", rotation=90, va="bottom",
                         fontsize=8)
         elif row.get("truncated"):

@@ -170,6 +170,13 @@ def status_text(counts: dict, errors: list[str], not_started: int = 0) -> str:
     return ", ".join(f"{v} {k}" + (reason if k == "failed" else "") for k, v in present.items())
 
 
+def status_counts(row: dict) -> str:
+    """A table row's status without its failed trials' error messages ("1 failed, 1 not started"):
+    every count, short enough for a bar's label."""
+    counts = {status: int(row[status]) for status in STATUSES}
+    return status_text(counts, [], not_started=max(int(row["seeds"]) - sum(counts.values()), 0))
+
+
 def paired_test(system: list[dict], reference: list[dict], references_text: list[str], samples: int = 1000,
                 stats_cache: dict[str, np.ndarray] | None = None) -> PairedBootstrap:
     """Paired bootstrap of this row against the reference row over the seeds both finished,

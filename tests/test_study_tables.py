@@ -340,9 +340,14 @@ def test_bar_plot_of_a_reference_row_without_trials_says_so_once(tmp_path, monke
 def test_bar_plot_label_of_a_row_without_a_score_keeps_every_count_but_drops_error_messages(tmp_path, monkeypatch):
     from study import plots
 
-    assert plots.without_reasons("1 failed (ValueError: f(x)), 1 not started") == "1 failed, 1 not started"
-    assert plots.without_reasons("2 diverged, 1 failed (OSError: disk (full))") == "2 diverged, 1 failed"
-    assert plots.without_reasons("not started") == "not started"
+    from study.tables import STATUSES, status_counts
+
+    def row(seeds, **counts):
+        return {**dict.fromkeys(STATUSES, 0), **counts, "seeds": seeds}
+
+    assert status_counts(row(2, failed=1)) == "1 failed, 1 not started"
+    assert status_counts(row(3, diverged=2, failed=1)) == "2 diverged, 1 failed"
+    assert status_counts(row(3)) == "not started"
     shown = keep_plot_texts(plots, monkeypatch)
     records = [record("base", 0, 1, "ok", 30.0), record("broken", 1, 1, "failed", error="ValueError: f(x)")]
     rows = build_table(records, "t", "base", None, ["base", "broken"], {"base": 1, "broken": 2}).rows
