@@ -1,5 +1,8 @@
 """``python -m study.compare A B [C ...]``: one table and one bar figure across studies.
 
+``python -m study.compare A --reference LABEL`` does the same for one study: its rows measured
+against a row other than its own reference (is one ablation's drop larger than another's?).
+
 Each source is a study name (its result directory ``<results>/NAME``) or the path of a study's
 result directory (``results/reference/ablation_srnmt``). The rows of all sources go in one
 table, in the sources' order; a label found in more than one source is prefixed with its source
@@ -16,6 +19,7 @@ the wrong references.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -148,8 +152,11 @@ def compare(studies: list[StoredStudy], names: list[str], reference: str | None 
         if reason:
             unpaired[name] = reason
     records = []
+    planned: dict[str, int] = {}  # so that a half-finished study's rows count their trials not started
     for study, name, own, combined in zip(studies, names, own_labels, labels):
         relabel = dict(zip(own, combined))
+        planned.update({relabel[label]: n for label, n in (study.layout.planned_seeds or {}).items()
+                        if label in relabel})
         for record in study.records:
             copy = {**record, "label": relabel[record["label"]]}
             if name in unpaired:
@@ -157,8 +164,10 @@ def compare(studies: list[StoredStudy], names: list[str], reference: str | None 
                 # them against references of another test set
                 copy["hyp_path"] = None
             records.append(copy)
-    title = title or "Comparison of " + ", ".join(names) + ": test BLEU"
-    table = build_table(records, title, reference_label, studies[owner].references, all_labels)
+    if title is None:
+        title = (f"{names[0]} against its row {reference_label}: test BLEU" if len(names) == 1
+                 else "Comparison of " + ", ".join(names) + ": test BLEU")
+    table = build_table(records, title, reference_label, studies[owner].references, all_labels, planned)
     table.rows = with_speed(table.rows, None)  # each trial's own timing, from runs at other times
     sources = [name for name, source_labels in zip(names, labels) for _ in source_labels]
     # an interval of the difference would read as a test of scores on different test sets
@@ -192,9 +201,13 @@ def write_comparison(comparison: Comparison, out: Path) -> list[Path]:
     return paths
 
 
-def output_dir(requested: Path | None, names: list[str], results_root: Path) -> Path:
-    """Where the comparison goes: inside the results directory only, never a study's own directory."""
-    default = results_root / "compare" / "_vs_".join(name.replace("/", "-") for name in names)
+def output_dir(requested: Path | None, names: list[str], results_root: Path, reference: str | None = None) -> Path:
+    """Where the comparison goes: inside the results directory only, never a study's own directory.
+    By default ``compare/A_vs_B``, or ``compare/A_against_LABEL`` for one study and its ``reference`` row."""
+    stem = "_vs_".join(name.replace("/", "-") for name in names)
+    if len(names) == 1:
+        stem += "_against_" + (re.sub(r"[^a-z0-9]+", "-", (reference or "").lower()).strip("-") or "row")
+    default = results_root / "compare" / stem
     out = owned_path(results_root, requested or default, "output directory")
     if (out / "study.json").exists():
         raise UserError(f"output directory {out} holds a study's results; choose another --out")
@@ -206,29 +219,34 @@ def main(argv: list[str] | None = None) -> int:
         prog=program_name("study.compare"),
         description="One table (Markdown, CSV, LaTeX) and one bar figure over the rows of several studies, with "
                     "the significance columns of a study's own table (Δ, bootstrap interval, p) measured against one "
-                    "reference row. Reads stored results only; trains nothing.",
-        epilog="example: python -m study.compare results/reference/ablation_srnmt results/reference/depth_srnmt "
-               "(writes results/compare/ablation_srnmt_vs_depth_srnmt/)")
+                    "reference row. One study with --reference measures its rows against another of its own rows. "
+                    "Reads stored results only; trains nothing.",
+        epilog="examples: python -m study.compare results/reference/ablation_srnmt results/reference/depth_srnmt "
+               "(writes results/compare/ablation_srnmt_vs_depth_srnmt/); python -m study.compare ablation_srnmt "
+               "--reference '- Highway' (writes results/compare/ablation_srnmt_against_highway/)")
     parser.add_argument("sources", nargs="+", metavar="STUDY",
-                        help="a study name (its directory under --results) or a study's result directory; two or more")
+                        help="a study name (its directory under --results) or a study's result directory; two or "
+                             "more, or one with --reference")
     parser.add_argument("--results", type=Path, default=Path("results"),
                         help="results directory: where study names are found and the comparison is written "
                              "(default: ./results)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="output directory, inside --results (default: RESULTS/compare/A_vs_B...)")
+                        help="output directory, inside --results (default: RESULTS/compare/A_vs_B..., or "
+                             "RESULTS/compare/A_against_LABEL for one study)")
     parser.add_argument("--reference", default=None, metavar="LABEL",
                         help="the row every Δ and p-value is measured against, as labelled in the combined table "
                              "(default: the first study's reference row)")
     parser.add_argument("--title", default=None, help="table and figure title")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     args = parser.parse_args(argv)
-    if len(args.sources) < 2:
-        raise UserError("give at least two studies to compare (python -m study.table NAME shows one)")
+    if len(args.sources) < 2 and args.reference is None:
+        raise UserError("give at least two studies to compare, or one with --reference LABEL to measure its rows "
+                        "against another of its rows (python -m study.table NAME shows its own table)")
 
     root = args.results.resolve()
     directories = [resolve_source(argument, root).resolve() for argument in args.sources]
     names = source_names(directories)
-    out = output_dir(args.out, names, root)
+    out = output_dir(args.out, names, root, args.reference)
     studies = [load_stored_study(directory) for directory in directories]
     comparison = compare(studies, names, args.reference, args.title)
     outputs = write_comparison(comparison, out)

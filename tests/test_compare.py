@@ -118,6 +118,43 @@ def test_a_reference_chosen_by_label_in_the_second_study_gives_that_studys_own_s
     assert "| SR-NMT 1L " in comparison.markdown()
 
 
+def test_one_study_against_another_of_its_rows_mirrors_its_own_table(results):
+    """One study with --reference: the old reference row, measured against the new one, gets its own
+    table's Δ, bootstrap interval and seed interval with the sign turned and the same p-value."""
+    assert main([ABLATION, "--reference", "- Highway", "--results", str(results)]) == 0
+    out = results / "compare" / f"{ABLATION}_against_highway"
+    table = pd.read_csv(out / "table.csv").set_index("label")
+    own = pd.read_csv(REFERENCE / ABLATION / "table.csv").set_index("label")
+    assert list(table.index) == list(own.index)  # one source: no label is prefixed
+    full, highway = table.loc["SR-NMT 4L"], own.loc["- Highway"]
+    assert full["delta"] == pytest.approx(-highway["delta"])
+    assert (full["delta_ci_low"], full["delta_ci_high"]) == pytest.approx((-highway["delta_ci_high"],
+                                                                           -highway["delta_ci_low"]))
+    assert (full["delta_seeds_ci_low"], full["delta_seeds_ci_high"]) == pytest.approx(
+        (-highway["delta_seeds_ci_high"], -highway["delta_seeds_ci_low"]))
+    assert full["p_value"] == pytest.approx(highway["p_value"])
+    assert math.isnan(table.loc["- Highway", "p_value"])
+    others = table.drop(index="- Highway")
+    assert list(others["delta"]) == pytest.approx(list(others["bleu_mean"] - own.loc["- Highway", "bleu_mean"]))
+    markdown = (out / "table.md").read_text(encoding="utf-8")
+    assert markdown.startswith(f"**{ABLATION} against its row - Highway: test BLEU**")
+
+
+def test_a_half_finished_study_counts_its_rows_trials_not_started(tmp_path):
+    """As in the study's own table: n counts the trials each row will have, and the status says
+    how many have not started."""
+    study = copy_study(ABLATION, tmp_path)
+    lines = (study / "trials.jsonl").read_text(encoding="utf-8").splitlines()
+    dropped = [line for line in lines if '"label": "- Highway"' in line]
+    assert len(dropped) == 2
+    (study / "trials.jsonl").write_text("\n".join(line for line in lines if line not in dropped[:1]) + "\n",
+                                        encoding="utf-8")
+    comparison = compare([load_stored_study(study)], [ABLATION], reference="SR-NMT 4L")
+    frame = comparison.frame().set_index("Model")
+    assert frame.loc["- Highway", "n"] == "1/2" and "1 not started" in frame.loc["- Highway", "status"]
+    assert frame.loc["- LayerNorm", "n"] == "2/2"
+
+
 def error_of(capsys, *argv: str) -> str:
     """The one-line error of a bad command line (exit status 2)."""
     assert run_main(main, list(argv)) == 2
@@ -130,7 +167,8 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(results, tmp_path, capsys):
     root = str(results)
     assert "unknown study 'nonexistent'" in error_of(capsys, ABLATION, "nonexistent", "--results", root)
     assert "no such directory" in error_of(capsys, ABLATION, "no/such/dir", "--results", root)
-    assert "at least two studies" in error_of(capsys, ABLATION, "--results", root)
+    alone = error_of(capsys, ABLATION, "--results", root)
+    assert "at least two studies" in alone and "one with --reference LABEL" in alone
     assert "given twice" in error_of(capsys, ABLATION, str(results / ABLATION), "--results", root)
     not_a_study = tmp_path / "plain_dir"
     not_a_study.mkdir()
