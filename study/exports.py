@@ -8,6 +8,7 @@ from pathlib import Path
 from nmt.config import config_from_dict, model_option
 from nmt.fileio import write_lines
 from study import plots
+from study.additivity import ablation_additivity, export_additivity
 from study.curves import CURVES_FILE, curves_plot, load_progress, save_progress
 from study.labels import axis_name, display_value
 from study.report import write_html_report
@@ -26,8 +27,9 @@ def write_command(study_dir: Path, command: str) -> None:
 
 def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None,
                   study_dir: Path) -> tuple[list[Path], StudyTable]:
-    """Tables (md, csv, tex, trials.csv), plots (png, pdf), the learning curves, the HTML report and
-    the trial records (trials.jsonl, hyps/, and progress.csv when the records carry their epochs).
+    """Tables (md, csv, tex, trials.csv; an ablation's additivity table), plots (png, pdf), the learning
+    curves, the HTML report and the trial records (trials.jsonl, hyps/, and progress.csv when the
+    records carry their epochs).
     The speed columns come from the study's timing pass where it has one (``study.speed``)."""
     save_records(records, study_dir)
     progress_file = save_progress(records, study_dir)
@@ -38,6 +40,9 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     table = build_table(records, title, layout.reference, references, layout.row_order, layout.planned_seeds)
     table.rows = with_speed(table.rows, read_speed(study_dir))
     outputs = export(table, study_dir)
+    additivity = ablation_additivity(spec, table, records, references)
+    if additivity is not None:
+        outputs += export_additivity(additivity, study_dir)
     if len(table.rows):
         outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png", table.trials, table.reference)
         outputs += plots.speed_plot(table.rows, title, study_dir / "bleu_vs_speed.png")
@@ -52,8 +57,14 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     if progress is not None:
         status = {record["key"]: record["status"] for record in records}
         outputs += curves_plot(progress, list(table.rows["label"]), status, title, study_dir / CURVES_FILE)
-    outputs.append(write_html_report(study_dir, table))  # last: it embeds the figures above
+    outputs.append(write_html_report(study_dir, table, additivity))  # last: it embeds the figures above
     return outputs, table
+
+
+def printed_tables(study_dir: Path, outputs: list[Path]) -> str:
+    """What a run or a rebuild prints: table.md, then the additivity table where it wrote one."""
+    shown = [study_dir / "table.md", study_dir / "additivity.md"]
+    return "\n".join(path.read_text(encoding="utf-8") for path in shown if path in outputs)
 
 
 def shown_path(path: Path) -> str:

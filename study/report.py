@@ -27,8 +27,9 @@ import yaml
 from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 from nmt.fileio import write_lines
+from study.additivity import Additivity, ablation_additivity, has_additivity
 from study.ownership import owned_path
-from study.spec import STUDY_NAME
+from study.spec import STUDY_NAME, spec_from_dict
 from study.stored import load_stored_study, read_study_state
 from study.tables import StudyTable, display_frame, footnotes
 
@@ -73,19 +74,28 @@ def _text(value) -> str:
 
 def results_table(table: StudyTable) -> str:
     """The study's table as HTML: the same cells as table.md, the reference row marked."""
-    frame: pd.DataFrame = display_frame(table.rows, table.reference)
+    return (html_table(display_frame(table.rows, table.reference), table.title, footnotes(table.rows), table.reference)
+            + f'\n<p class="legend">{html.escape(LEGEND)}</p>')
+
+
+def additivity_table(additivity: Additivity) -> str:
+    """An ablation's additivity table as HTML: the same cells and notes as additivity.md."""
+    return html_table(additivity.frame(), additivity.title, additivity.notes())
+
+
+def html_table(frame: pd.DataFrame, title: str, notes: list[str], marked_label: str | None = None) -> str:
+    """A shown table with its bold title and notes; the row whose first cell is ``marked_label`` highlighted."""
     head = "".join(f"<th>{html.escape(str(column))}</th>" for column in frame.columns)
     body = []
     for row in frame.itertuples(index=False):
-        marked = ' class="reference"' if table.reference is not None and row[0] == table.reference else ""
+        marked = ' class="reference"' if marked_label is not None and row[0] == marked_label else ""
         cells = "".join(f"<td>{html.escape(str(value))}</td>" for value in row)
         body.append(f"<tr{marked}>{cells}</tr>")
-    notes = "".join(f"<p>{html.escape(note)}</p>" for note in footnotes(table.rows))
-    return (f"<p><strong>{html.escape(table.title)}</strong></p>\n"
+    shown_notes = "".join(f"<p>{html.escape(note)}</p>" for note in notes)
+    return (f"<p><strong>{html.escape(title)}</strong></p>\n"
             f'<div class="scroll"><table class="results">\n<thead><tr>{head}</tr></thead>\n<tbody>\n'
-            + "\n".join(body) + "\n</tbody></table></div>\n"
-            + (f'<div class="notes">{notes}</div>\n' if notes else "")
-            + f'<p class="legend">{html.escape(LEGEND)}</p>')
+            + "\n".join(body) + "\n</tbody></table></div>"
+            + (f'\n<div class="notes">{shown_notes}</div>' if shown_notes else ""))
 
 
 def figure_paths(study_dir: Path) -> list[Path]:
@@ -143,7 +153,7 @@ def environment(state: dict) -> str:
     return "\n".join(parts)
 
 
-def render_report(study_dir: Path, state: dict, table: StudyTable) -> str:
+def render_report(study_dir: Path, state: dict, table: StudyTable, additivity: Additivity | None = None) -> str:
     name = state.get("study") or study_dir.name
     description = (state.get("spec") or {}).get("description", "")
     data = state.get("data")
@@ -160,6 +170,7 @@ def render_report(study_dir: Path, state: dict, table: StudyTable) -> str:
         f'<p class="description">{html.escape(description)}</p>' if description else "",
         "<h2>Results</h2>",
         results_table(table),
+        additivity_table(additivity) if additivity is not None else "",
         "<h2>Figures</h2>",
         figures(study_dir),
         "<h2>Configuration</h2>",
@@ -176,15 +187,21 @@ def render_report(study_dir: Path, state: dict, table: StudyTable) -> str:
     return "\n".join(section for section in sections if section)
 
 
-def write_html_report(study_dir: Path, table: StudyTable | None = None) -> Path:
-    """``<study_dir>/report.html``. ``table`` is the study's table when the caller has just built
-    it (study.exports); without it the table is rebuilt from the stored trial records."""
+def write_html_report(study_dir: Path, table: StudyTable | None = None, additivity: Additivity | None = None) -> Path:
+    """``<study_dir>/report.html``. ``table`` (and an ablation's ``additivity``) are the study's tables
+    when the caller has just built them (study.exports); what is not given is rebuilt from the
+    stored trial records."""
     study_dir = Path(study_dir)
     state = read_study_state(study_dir)
+    stored = None
     if table is None:
-        table = load_stored_study(study_dir).table()
+        stored = load_stored_study(study_dir)
+        table = stored.table()
+    if additivity is None and has_additivity(spec_from_dict(state["spec"], source=str(study_dir / "study.json"))):
+        stored = stored or load_stored_study(study_dir)
+        additivity = ablation_additivity(stored.spec, table, stored.records, stored.references)
     path = study_dir / REPORT_FILE
-    write_lines(path, render_report(study_dir, state, table).splitlines())
+    write_lines(path, render_report(study_dir, state, table, additivity).splitlines())
     return path
 
 

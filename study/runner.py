@@ -30,7 +30,7 @@ from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.durations import clock
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
-from study.exports import shown_path, write_command, write_exports
+from study.exports import printed_tables, shown_path, write_command, write_exports
 from study.migration import Move, apply_adoption, plan_adoption
 from study.options import RunOptions
 from study.ownership import StudyLock, owned_path
@@ -241,7 +241,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                      wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
         write_state(study_dir, state)
         tracker.finish_parent("FINISHED", outputs)
-        print((study_dir / "table.md").read_text(encoding="utf-8"))
+        print(printed_tables(study_dir, outputs))
         print(f"wrote {', '.join(shown_path(p) for p in outputs)}")
         print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run {parent})")
         for line in table_warnings(table.rows):

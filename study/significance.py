@@ -14,6 +14,11 @@ Built on sacreBLEU's sufficient statistics (the internals its own significance m
 ``seed_interval``: the 95% Welch interval of the difference of two rows' mean test BLEU over their
 seeds, each seed an independent training run: how much the difference could move with other
 training seeds, which the bootstrap leaves out.
+
+``contrast_seed_interval`` and ``contrast_bootstrap_stats`` do the same for a weighted sum of
+several rows' BLEU (a contrast), such as how far a combined ablation's drop departs from the sum
+of its single ablations' drops (``study.additivity``): the two-row difference is the contrast
+with weights +1 and -1.
 """
 
 from __future__ import annotations
@@ -75,14 +80,44 @@ def paired_bootstrap_stats(system: np.ndarray, baseline: np.ndarray, samples: in
     if abs(delta) < 1e-9:
         # sacreBLEU's (c + 1) / (n + 1) would call two equal systems significantly different
         return PairedBootstrap(0.0, 1.0, 0.0, 0.0)
-    counts = _resample_counts(len(system), samples, seed)  # how often each sentence is drawn, per resample
-    resampled = np.array([[metric._compute_score_from_stats(row).score for row in counts @ stats]
-                          for stats in (system, baseline)])
-    differences = resampled[0] - resampled[1]
-    spread = np.abs(differences)
-    exceed = int(np.sum(spread - spread.mean() > abs(delta)))
-    low, high = np.percentile(differences, [2.5, 97.5])
-    return PairedBootstrap(delta, (exceed + 1) / (samples + 1), float(low), float(high))
+    resampled = np.array([resampled_bleu(stats, samples, seed) for stats in (system, baseline)])
+    return _bootstrap_result(delta, resampled[0] - resampled[1], samples)
+
+
+def resampled_bleu(stats: np.ndarray, samples: int = 1000, seed: int = SEED) -> np.ndarray:
+    """Corpus BLEU of one system on each of sacreBLEU's resamples of its sentences (``samples``,)."""
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU()
+    counts = _resample_counts(len(stats), samples, seed)  # how often each sentence is drawn, per resample
+    return np.array([metric._compute_score_from_stats(row).score for row in counts @ stats])
+
+
+def _bootstrap_result(observed: float, resampled: np.ndarray, samples: int) -> PairedBootstrap:
+    """sacreBLEU's p-value (how often a resample strays from the resamples' mean by more than the
+    observed value) and the 95% percentile interval of the resampled statistic."""
+    spread = np.abs(resampled)
+    exceed = int(np.sum(spread - spread.mean() > abs(observed)))
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    return PairedBootstrap(observed, (exceed + 1) / (samples + 1), float(low), float(high))
+
+
+def contrast_bootstrap_stats(systems: list[np.ndarray], weights: list[float], samples: int = 1000,
+                             seed: int = SEED) -> PairedBootstrap:
+    """The paired bootstrap of ``sum(weight * corpus BLEU)`` over systems that translated the same
+    sentences: each resample draws the same sentences for every system. ``delta`` is the contrast
+    on the whole test set."""
+    from sacrebleu.metrics import BLEU
+
+    if len(systems) != len(weights) or len({len(stats) for stats in systems}) != 1:
+        raise ValueError("a contrast needs one weight per system and the same sentences for every system")
+    metric = BLEU()
+    observed = sum(w * metric._compute_score_from_stats(stats.sum(0)).score for w, stats in zip(weights, systems))
+    contrast = sum(w * resampled_bleu(stats, samples, seed) for w, stats in zip(weights, systems))
+    if abs(observed) < 1e-9 and np.ptp(contrast) < 1e-9:
+        # the systems cancel on every resample; sacreBLEU's (c + 1) / (n + 1) would call that significant
+        return PairedBootstrap(0.0, 1.0, 0.0, 0.0)
+    return _bootstrap_result(observed, contrast, samples)
 
 
 @lru_cache(maxsize=8)
@@ -98,15 +133,24 @@ def seed_interval(mean: float, std: float, n: int, reference_mean: float, refere
     deviation taken over its seeds (``n`` and ``reference_n`` of them); NaN when either row has
     fewer than 2 seeds. Welch's, not a paired test by seed number: two rows' seed 1 share a
     seed, not a training run. The Welch-Satterthwaite degrees of freedom are rounded down."""
-    if n < 2 or reference_n < 2 or any(math.isnan(v) for v in (mean, std, reference_mean, reference_std)):
+    return contrast_seed_interval([(1.0, mean, std, n), (-1.0, reference_mean, reference_std, reference_n)])
+
+
+def contrast_seed_interval(terms: list[tuple[float, float, float, int]]) -> tuple[float, float]:
+    """The 95% interval of ``sum(weight * mean)`` over rows given as (weight, mean of the seeds, their
+    sample standard deviation, seeds), the rows' seeds independent training runs: the variance
+    sum(weight^2 std^2 / n) with Welch-Satterthwaite degrees of freedom, rounded down. NaN when a
+    row has fewer than 2 seeds."""
+    if any(n < 2 or math.isnan(mean) or math.isnan(std) for _, mean, std, n in terms):
         return math.nan, math.nan
-    ours, theirs = std ** 2 / n, reference_std ** 2 / reference_n
-    delta = mean - reference_mean
-    if ours + theirs == 0:  # every seed of both rows scored the same
-        return delta, delta
-    df = (ours + theirs) ** 2 / (ours ** 2 / (n - 1) + theirs ** 2 / (reference_n - 1))
-    half = t95(df) * math.sqrt(ours + theirs)
-    return delta - half, delta + half
+    variances = [weight ** 2 * std ** 2 / n for weight, _, std, n in terms]
+    estimate = sum(weight * mean for weight, mean, _, _ in terms)
+    total = sum(variances)
+    if total == 0:  # every seed of every row scored the same
+        return estimate, estimate
+    df = total ** 2 / sum(v ** 2 / (n - 1) for v, (_, _, _, n) in zip(variances, terms))
+    half = t95(df) * math.sqrt(total)
+    return estimate - half, estimate + half
 
 
 def nan_bootstrap() -> PairedBootstrap:

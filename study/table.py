@@ -14,14 +14,15 @@ from nmt.errors import UserError
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=program_name("study.table"),
                                      description="Rebuild results/NAME/ (md, csv, tex, png) from the stored "
-                                                 "trial results of a study run, and print the Markdown table.")
+                                                 "trial results of a study run, and print the Markdown table "
+                                                 "(and an ablation's additivity table).")
     parser.add_argument("name", help="the study's name (or its .yaml file)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="results directory (default: ./results)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     args = parser.parse_args(argv)
 
     from study.results import experiment_dir, load_records, load_saved_records
-    from study.exports import write_command, write_exports
+    from study.exports import printed_tables, write_command, write_exports
     from study.stored import read_state
     from study.ownership import owned_path
     from study.spec import STUDY_NAME, spec_from_dict, study_path
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     references = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.is_file() else None
     outputs, table = write_exports(spec, records, references, study_dir)
     write_command(study_dir, state.get("command", ""))
-    print((study_dir / "table.md").read_text(encoding="utf-8"))
+    print(printed_tables(study_dir, outputs))
     print("wrote " + ", ".join(str(p) for p in outputs))
     for line in table_warnings(table.rows):
         print(f"warning: {line}", file=sys.stderr)

@@ -210,7 +210,7 @@ def _read_lines(path: str) -> list[str]:
 # display and exports
 
 
-def _fmt(value, digits: int = 2, signed: bool = False) -> str:
+def format_number(value, digits: int = 2, signed: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if signed and value and abs(value) < 0.5 * 10 ** -digits:
@@ -220,7 +220,14 @@ def _fmt(value, digits: int = 2, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def _p(value: float) -> str:
+def format_interval(low: float, high: float) -> str:
+    """A signed interval of a difference, "[-1.20, +0.35]"; "-" where there is none (NaN)."""
+    if low is None or math.isnan(low):
+        return "-"
+    return f"[{format_number(low, signed=True)}, {format_number(high, signed=True)}]"
+
+
+def format_p(value: float) -> str:
     if value is None or math.isnan(value):
         return "-"
     return "<0.001" if value < 0.001 else f"{value:.3f}"
@@ -299,7 +306,7 @@ def warnings(rows: pd.DataFrame) -> list[str]:
 
 # right-aligned in Markdown; every other column reads as text
 NUMBER_COLUMNS = frozenset({"BLEU", "± std", "Δ", "p", "valid BLEU", "chrF", "params", "WM", "train tok/s",
-                            "decode w/s"})
+                            "decode w/s", "sum of single Δ", "departure"})
 
 
 def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
@@ -317,29 +324,27 @@ def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     out = []
     for row in rows.to_dict("records"):
         no_bleu = row["n"] == 0
-        bleu = row["status"].split(" (")[0] if no_bleu else _fmt(row["bleu_mean"])
+        bleu = row["status"].split(" (")[0] if no_bleu else format_number(row["bleu_mean"])
         is_reference = row["label"] == reference
         out.append({
             "Model": row["label"],
             "BLEU": bleu,
-            "± std": "-" if row["n"] < 2 else _fmt(row["bleu_std"]),  # one seed has no spread to show
-            "Δ": "-" if no_bleu or not reference else "0" if is_reference else _fmt(row["delta"], signed=True),
-            "95% CI": "-" if row["n"] < 2 else f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]",
-            "Δ CI (seeds)": "-" if is_reference or math.isnan(row["delta_seeds_ci_low"]) else
-            f"[{_fmt(row['delta_seeds_ci_low'], signed=True)}, {_fmt(row['delta_seeds_ci_high'], signed=True)}]",
-            "Δ CI (bootstrap)": "-" if is_reference or math.isnan(row["delta_ci_low"]) else
-            f"[{_fmt(row['delta_ci_low'], signed=True)}, {_fmt(row['delta_ci_high'], signed=True)}]",
-            "p": "-" if is_reference else _p(row["p_value"]),
+            "± std": "-" if row["n"] < 2 else format_number(row["bleu_std"]),  # one seed has no spread to show
+            "Δ": "-" if no_bleu or not reference else "0" if is_reference else format_number(row["delta"], signed=True),
+            "95% CI": "-" if row["n"] < 2 else f"[{format_number(row['ci_low'])}, {format_number(row['ci_high'])}]",
+            "Δ CI (seeds)": "-" if is_reference else format_interval(row["delta_seeds_ci_low"], row["delta_seeds_ci_high"]),
+            "Δ CI (bootstrap)": "-" if is_reference else format_interval(row["delta_ci_low"], row["delta_ci_high"]),
+            "p": "-" if is_reference else format_p(row["p_value"]),
             "n": f"{row['n']}/{row['seeds']}",
             "epochs": _span(row["epochs_min"], row["epochs_max"]) + (f" {UNEVEN}" if row["uneven_epochs"] else ""),
             "best epoch": _span(row["best_epoch_min"], row["best_epoch_max"])
             + (f" {STILL_IMPROVING}" if row["still_improving"] else ""),
-            "valid BLEU": _fmt(row["valid_bleu"]),
-            "chrF": _fmt(row["chrf"]),
+            "valid BLEU": format_number(row["valid_bleu"]),
+            "chrF": format_number(row["chrf"]),
             "params": _count(row["params"]),
-            "WM": _fmt(row["weight_matrices"], 0),  # NaN, not None, in a column with rows that have no trials
-            "train tok/s": _fmt(row["train_tokens_per_s"], 0),
-            "decode w/s": _fmt(row["decode_words_per_s"], 0),
+            "WM": format_number(row["weight_matrices"], 0),  # NaN, not None, in a column with rows that have no trials
+            "train tok/s": format_number(row["train_tokens_per_s"], 0),
+            "decode w/s": format_number(row["decode_words_per_s"], 0),
             "status": row["status"],
         })
     return pd.DataFrame(out)

@@ -15,6 +15,7 @@ from study.table import main as table_main
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "reference"
 STUDIES = sorted(p.parent.name for p in RESULTS.glob("*/study.json"))
 REBUILT = ("table.md", "table.csv", "table.tex", "table_compact.tex", "trials.csv", "command.txt")
+ADDITIVITY = ("additivity.md", "additivity.csv", "additivity.tex")
 
 
 EMBEDDED_PNG = re.compile(r"data:image/png;base64,[A-Za-z0-9+/=]+")
@@ -31,11 +32,14 @@ def test_committed_tables_are_rebuilt_exactly(name, tmp_path, capsys):
     # the study's own figures are drawn again; an analysis's figures stay as they are
     shutil.copytree(RESULTS / name, copy, ignore=lambda folder, names: [n for n in names if n.endswith(".png")
                                                                          and Path(folder) == RESULTS / name])
-    for file in REBUILT + ("report.html",):
+    additivity = [file for file in ADDITIVITY if (RESULTS / name / file).is_file()]
+    for file in REBUILT + ("report.html", *additivity):
         (copy / file).unlink()
     assert table_main([name, "--results", str(tmp_path / "results")]) == 0
     capsys.readouterr()
-    for file in REBUILT:
+    # an ablation of two or more components has its additivity table, and no other study has one
+    assert [file for file in ADDITIVITY if (copy / file).is_file()] == additivity
+    for file in REBUILT + tuple(additivity):
         assert (copy / file).read_text(encoding="utf-8") == (RESULTS / name / file).read_text(encoding="utf-8"), file
     # the report: the same text, and as many embedded figures as the study directory has PNGs
     report, committed = ((folder / "report.html").read_text(encoding="utf-8") for folder in (copy, RESULTS / name))

@@ -38,6 +38,10 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     assert sorted((r["label"], r["epoch"]) for r in progress) == sorted((r["label"], "1") for r in rows)
     assert all(float(r["valid_ppl"]) > 0 and float(r["lr"]) > 0 for r in progress)
     assert r"\toprule" in (results / "ablation_srnmt" / "table.tex").read_text()
+    # the combined ablations against the sum of their single ones, printed after the table
+    additivity = table_rows(results, "ablation_srnmt", "additivity.csv")
+    assert [r["label"] for r in additivity] == [r["label"] for r in rows[4:]]
+    assert result.stdout.index("| - LN, MA & highway |") < result.stdout.index("**Are the drops additive?")
     command = (results / "ablation_srnmt" / "command.txt").read_text().strip()
     assert command == f"python -m study.run ablation_srnmt --smoke --cpus 2 --results {results}"
 
@@ -56,7 +60,8 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     assert "None" not in child.data.params.values()
     parent = parents[0].data
     assert parent.metrics[f"bleu/{rows[0]['label']}"] == pytest.approx(float(rows[0]["bleu_mean"]))
-    assert parent.tags["smoke"] == "true" and "table.json" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    assert parent.tags["smoke"] == "true" and {"table.json", "additivity.md"} <= artifacts
     assert client.get_experiment(parents[0].info.experiment_id).tags["mlflow.note.content"].startswith("SR-NMT 4 layers")
     assert child.data.params["model.cell"] == "srnmt" and "test_bleu" in child.data.metrics
     assert client.get_metric_history(child.info.run_id, "valid_bleu")  # per-epoch metrics

@@ -1,0 +1,176 @@
+"""study.additivity: each combined ablation's drop against the sum of its single ablations' drops,
+with the seed interval and the paired bootstrap of that contrast. Runs on the committed 64-unit
+ablation study (8 rows, 2 seeds each; no training) and on copies of its records with trials taken
+away, as a half-finished study has them."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study.additivity import ablation_additivity, removed_components
+from study.significance import contrast_bootstrap_stats, contrast_seed_interval, sentence_stats
+from study.stored import load_stored_study
+from study.table import main as table_main
+from study.tables import build_table
+
+REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
+SINGLES = {"- LN & MA": ["- LayerNorm", "- Multi Attention"], "- LN & highway": ["- LayerNorm", "- Highway"],
+           "- MA & highway": ["- Multi Attention", "- Highway"],
+           "- LN, MA & highway": ["- LayerNorm", "- Multi Attention", "- Highway"]}
+
+
+@pytest.fixture(scope="module")
+def study():
+    return load_stored_study(REFERENCE / "ablation_srnmt")
+
+
+def additivity_of(study, records):
+    layout = study.layout
+    table = build_table(records, layout.title, layout.reference, study.references, layout.row_order,
+                        layout.planned_seeds)
+    return ablation_additivity(study.spec, table, records, study.references)
+
+
+@pytest.fixture(scope="module")
+def additivity(study):
+    return additivity_of(study, study.records)
+
+
+def test_each_combined_ablation_is_measured_against_the_sum_of_its_single_ones(study, additivity):
+    own = pd.read_csv(REFERENCE / "ablation_srnmt" / "table.csv").set_index("label")
+    rows = additivity.rows.set_index("label")
+    assert list(rows.index) == list(SINGLES)
+    for label, singles in SINGLES.items():
+        assert rows.loc[label, "singles"] == singles
+        assert rows.loc[label, "delta"] == pytest.approx(own.loc[label, "delta"])
+        assert rows.loc[label, "singles_delta_sum"] == pytest.approx(sum(own.loc[s, "delta"] for s in singles))
+        expected = (own.loc[label, "bleu_mean"] - sum(own.loc[s, "bleu_mean"] for s in singles)
+                    + (len(singles) - 1) * own.loc["SR-NMT 4L", "bleu_mean"])
+        assert rows.loc[label, "departure"] == pytest.approx(expected)
+        assert rows.loc[label, "bootstrap_seeds"] == 2 and rows.loc[label, "status"] == "ok"
+        assert rows.loc[label, "seeds_ci_low"] < rows.loc[label, "departure"] < rows.loc[label, "seeds_ci_high"]
+        assert rows.loc[label, "ci_low"] < rows.loc[label, "bootstrap_departure"] < rows.loc[label, "ci_high"]
+    # every row of this 5-epoch study was still improving: each departure says so
+    assert rows["still_improving"].all()
+    assert "+2.72 †" in additivity.markdown() and "Not a converged result" in additivity.markdown()
+
+
+def test_the_seed_interval_is_the_welch_interval_of_the_four_row_contrast(study, additivity):
+    own = pd.read_csv(REFERENCE / "ablation_srnmt" / "table.csv").set_index("label")
+    terms = [(1.0, "- LN & MA"), (-1.0, "- LayerNorm"), (-1.0, "- Multi Attention"), (1.0, "SR-NMT 4L")]
+    variances = [own.loc[label, "bleu_std"] ** 2 / 2 for _, label in terms]
+    df = sum(variances) ** 2 / sum(v ** 2 for v in variances)  # 2 seeds a row: 1 degree of freedom each
+    assert 1 <= df < 2  # rounded down to 1: t = 12.706
+    half = 12.706 * math.sqrt(sum(variances))
+    row = additivity.rows.set_index("label").loc["- LN & MA"]
+    assert (row["seeds_ci_low"], row["seeds_ci_high"]) == pytest.approx((row["departure"] - half,
+                                                                         row["departure"] + half))
+
+
+def test_the_bootstrap_resamples_the_same_sentences_for_every_row(study, additivity):
+    by_seed = {(r["label"], r["seed"]): r["hyp_path"] for r in study.records}
+    weights = {"- MA & highway": 1.0, "- Multi Attention": -1.0, "- Highway": -1.0, "SR-NMT 4L": 1.0}
+
+    def pooled(label):
+        lines = [line for seed in (1, 2) for line in Path(by_seed[label, seed]).read_text(encoding="utf-8").splitlines()]
+        return sentence_stats(lines, study.references * 2)
+
+    test = contrast_bootstrap_stats([pooled(label) for label in weights], list(weights.values()))
+    row = additivity.rows.set_index("label").loc["- MA & highway"]
+    assert (row["bootstrap_departure"], row["ci_low"], row["ci_high"], row["p_value"]) == pytest.approx(
+        (test.delta, test.ci_low, test.ci_high, test.p_value))
+    # on this test set the two drops overlap: together they cost 2.7 BLEU less than their sum
+    assert row["ci_low"] > 0 and row["p_value"] < 0.01
+
+
+def test_three_components_weigh_the_full_model_twice(study, additivity):
+    from sacrebleu import corpus_bleu
+
+    by_seed = {(r["label"], r["seed"]): r["hyp_path"] for r in study.records}
+
+    def pooled_bleu(label):
+        lines = [line for seed in (1, 2) for line in Path(by_seed[label, seed]).read_text(encoding="utf-8").splitlines()]
+        return corpus_bleu(lines, [study.references * 2]).score
+
+    expected = (pooled_bleu("- LN, MA & highway") - pooled_bleu("- LayerNorm") - pooled_bleu("- Multi Attention")
+                - pooled_bleu("- Highway") + 2 * pooled_bleu("SR-NMT 4L"))
+    row = additivity.rows.set_index("label").loc["- LN, MA & highway"]
+    assert row["bootstrap_departure"] == pytest.approx(expected, abs=1e-4)
+    assert row["components"] == 3
+
+
+def test_a_half_finished_study_says_which_rows_it_waits_for(study):
+    # - LN & MA not started, - Highway with one seed of two
+    records = [r for r in study.records if r["label"] != "- LN & MA" and (r["label"], r["seed"]) != ("- Highway", 2)]
+    rows = additivity_of(study, records).rows.set_index("label")
+    assert math.isnan(rows.loc["- LN & MA", "departure"]) and math.isnan(rows.loc["- LN & MA", "ci_low"])
+    assert rows.loc["- LN & MA", "status"] == "seeds finished: - LN & MA 0/2"
+    # one seed of - Highway: no spread to measure, so no seed interval; the bootstrap runs on seed 1
+    highway = rows.loc["- MA & highway"]
+    assert highway["status"] == "seeds finished: - Highway 1/2"
+    assert math.isnan(highway["seeds_ci_low"]) and highway["bootstrap_seeds"] == 1
+    assert highway["ci_low"] < highway["bootstrap_departure"] < highway["ci_high"]
+    # rows that need neither are measured as in the whole study
+    whole = additivity_of(study, study.records).rows.set_index("label")
+    assert rows.loc["- LN, MA & highway", "status"] == "seeds finished: - Highway 1/2"
+    assert rows.loc["- LN & highway", "departure"] != whole.loc["- LN & highway", "departure"]  # a seed fewer
+    shown = additivity_of(study, records).frame().set_index("Model")
+    assert list(shown.loc["- LN & MA", ["departure", "CI (seeds)", "CI (bootstrap)", "p"]]) == ["-", "-", "-", "-"]
+
+
+def test_only_ablation_studies_of_two_or_more_components_get_one():
+    depth = load_stored_study(REFERENCE / "depth_srnmt")
+    assert ablation_additivity(depth.spec, depth.table(), depth.records, depth.references) is None
+
+
+def test_rows_know_the_components_they_remove(study):
+    removed = removed_components(study.spec)
+    assert removed["SR-NMT 4L"] == ()
+    assert removed["- LN, MA & highway"] == tuple(study.spec.fields.ablate)
+    assert removed["- MA & highway"] == tuple(study.spec.fields.ablate[1:])
+
+
+def test_study_table_writes_and_prints_it(tmp_path, capsys):
+    copy = tmp_path / "results" / "ablation_srnmt"
+    shutil.copytree(REFERENCE / "ablation_srnmt", copy, ignore=shutil.ignore_patterns("*.png", "*.pdf", "additivity.*"))
+    assert table_main(["ablation_srnmt", "--results", str(tmp_path / "results")]) == 0
+    printed = capsys.readouterr().out
+    assert "**Are the drops additive? SR-NMT 4L ablation" in printed
+    assert printed.index("| - LN, MA & highway |  15.80 |") < printed.index("| - LN & MA          | - LayerNorm, -")
+    for name in ("additivity.md", "additivity.csv", "additivity.tex"):
+        assert (copy / name).is_file() and str((copy / name).resolve()) in printed
+    assert "Are the drops additive?" in (copy / "report.html").read_text(encoding="utf-8")
+    csv = pd.read_csv(copy / "additivity.csv")
+    assert list(csv["singles"])[-1] == "- LayerNorm | - Multi Attention | - Highway"
+
+
+def test_contrast_seed_interval_of_two_rows_is_the_seed_interval():
+    from study.significance import seed_interval
+
+    assert contrast_seed_interval([(1.0, 22.0, 2.0, 3), (-1.0, 10.0, 3.0, 2)]) == seed_interval(22.0, 2.0, 3, 10.0, 3.0, 2)
+    assert all(math.isnan(v) for v in contrast_seed_interval([(1.0, 22.0, 2.0, 3), (2.0, 10.0, 1.0, 1)]))
+    # a weight counts twice over in the variance: 2 * a row of std 1 over 4 seeds has variance 4 / 4
+    low, high = contrast_seed_interval([(2.0, 5.0, 1.0, 4), (-1.0, 1.0, 0.0, 3)])
+    assert (low + high) / 2 == pytest.approx(9.0) and high - 9.0 == pytest.approx(3.182 * 1.0)
+
+
+def test_contrast_bootstrap_of_two_systems_is_the_paired_bootstrap():
+    from study.significance import paired_bootstrap_stats
+
+    rng = np.random.default_rng(0)
+    references = [" ".join(rng.choice(list("abcdefgh"), size=8)) for _ in range(60)]
+    system = [" ".join(w for w in ref.split() if rng.random() > 0.2) for ref in references]
+    baseline = [" ".join(w for w in ref.split() if rng.random() > 0.35) for ref in references]
+    a, b = sentence_stats(system, references), sentence_stats(baseline, references)
+    assert contrast_bootstrap_stats([a, b], [1.0, -1.0], samples=200) == paired_bootstrap_stats(a, b, samples=200)
+    # systems that cancel on every resample are not called different
+    same = contrast_bootstrap_stats([a, a], [1.0, -1.0], samples=200)
+    assert same.p_value == 1.0 and same.delta == 0.0
+    with pytest.raises(ValueError, match="same sentences"):
+        contrast_bootstrap_stats([a, b[:-1]], [1.0, -1.0])
