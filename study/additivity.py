@@ -123,13 +123,14 @@ def _measure(label: str, singles: list[str], reference: str, weights: dict[str, 
         [(weight, mean[name], table_rows[name]["bleu_std"], int(table_rows[name]["n"])) for name, weight in weights.items()])
     seeds, test = translations.contrast(weights)
     involved = [table_rows[name] for name in weights]
-    incomplete = [f"{row['label']} {row['n']}/{row['seeds']}" for row in involved if row["n"] < row["seeds"]]
+    # a row not finished, or with seeds that diverged or failed: its own table status says which
+    incomplete = [f"{row['label']}: {row['status']}" for row in involved if row["n"] < row["seeds"]]
     return {"label": label, "singles": singles, "components": len(singles), "delta": delta,
             "singles_delta_sum": singles_sum, "departure": delta - singles_sum,
             "seeds_ci_low": seeds_low, "seeds_ci_high": seeds_high, "bootstrap_seeds": seeds,
             "bootstrap_departure": test.delta, "ci_low": test.ci_low, "ci_high": test.ci_high,
             "p_value": test.p_value, "still_improving": any(row["still_improving"] for row in involved),
-            "status": "ok" if not incomplete else "seeds finished: " + ", ".join(incomplete)}
+            "status": "ok" if not incomplete else "; ".join(incomplete)}
 
 
 class _Translations:

@@ -110,18 +110,27 @@ def test_a_half_finished_study_says_which_rows_it_waits_for(study):
     records = [r for r in study.records if r["label"] != "- LN & MA" and (r["label"], r["seed"]) != ("- Highway", 2)]
     rows = additivity_of(study, records).rows.set_index("label")
     assert math.isnan(rows.loc["- LN & MA", "departure"]) and math.isnan(rows.loc["- LN & MA", "ci_low"])
-    assert rows.loc["- LN & MA", "status"] == "seeds finished: - LN & MA 0/2"
+    assert rows.loc["- LN & MA", "status"] == "- LN & MA: not started"
     # one seed of - Highway: no spread to measure, so no seed interval; the bootstrap runs on seed 1
     highway = rows.loc["- MA & highway"]
-    assert highway["status"] == "seeds finished: - Highway 1/2"
+    assert highway["status"] == "- Highway: 1 ok, 1 not started"
     assert math.isnan(highway["seeds_ci_low"]) and highway["bootstrap_seeds"] == 1
     assert highway["ci_low"] < highway["bootstrap_departure"] < highway["ci_high"]
     # rows that need neither are measured as in the whole study
     whole = additivity_of(study, study.records).rows.set_index("label")
-    assert rows.loc["- LN, MA & highway", "status"] == "seeds finished: - Highway 1/2"
+    assert rows.loc["- LN, MA & highway", "status"] == "- Highway: 1 ok, 1 not started"
     assert rows.loc["- LN & highway", "departure"] != whole.loc["- LN & highway", "departure"]  # a seed fewer
     shown = additivity_of(study, records).frame().set_index("Model")
     assert list(shown.loc["- LN & MA", ["departure", "CI (seeds)", "CI (bootstrap)", "p"]]) == ["-", "-", "-", "-"]
+
+
+def test_a_row_that_diverged_is_named_with_its_status(study):
+    # the SR-NMT paper's - LN & highway "failed to converge"; here its seeds are marked diverged
+    records = [{**r, "status": "diverged"} if r["label"] == "- LN & highway" else r for r in study.records]
+    additivity = additivity_of(study, records)
+    row = additivity.rows.set_index("label").loc["- LN & highway"]
+    assert math.isnan(row["departure"]) and row["status"] == "- LN & highway: diverged"
+    assert "- LN & highway" not in additivity.notes()[-1]  # no † note for a row with no departure
 
 
 def test_only_ablation_studies_of_two_or_more_components_get_one():
