@@ -29,11 +29,10 @@ import numpy as np
 import pandas as pd
 
 from nmt.fileio import write_lines
-from study.significance import (PairedBootstrap, contrast_bootstrap_stats, contrast_seed_interval, nan_bootstrap,
-                                sentence_stats)
+from study.significance import PairedBootstrap, contrast_bootstrap_stats, contrast_seed_interval, nan_bootstrap
 from study.spec import StudySpec, expand
-from study.tables import (STILL_IMPROVING, StudyTable, format_interval, format_number, format_p, latex_table,
-                          markdown_table)
+from study.tables import (STILL_IMPROVING, StudyTable, finished_translations, format_interval, format_number, format_p,
+                          latex_table, markdown_table, translation_stats)
 
 FILES = ("additivity.md", "additivity.csv", "additivity.tex")
 
@@ -68,7 +67,9 @@ class Additivity:
                  "when removing the components together costs more than the sum of their single drops, above 0 "
                  "when it costs less. CI (seeds): 95% Welch-Satterthwaite interval over every row's seeds. "
                  "CI (bootstrap) and p: paired bootstrap over the test sentences (1000 resamples, the same "
-                 "sentences for every row; the seeds all its rows finished, concatenated)."]
+                 "sentences for every row; the seeds all its rows finished, concatenated), around the departure "
+                 "of those concatenated translations' corpus BLEU (bootstrap_departure in additivity.csv), which "
+                 "can differ from the departure of the seeds' mean BLEU shown here."]
         improving = [row["label"] for row in self.rows.to_dict("records")
                      if row["still_improving"] and not math.isnan(row["departure"])]
         if improving:
@@ -102,7 +103,7 @@ def ablation_additivity(spec: StudySpec, table: StudyTable, records: list[dict],
     removed = removed_components(spec)
     single = {components[0]: label for label, components in removed.items() if len(components) == 1}
     table_rows = {row["label"]: row for row in table.rows.to_dict("records")}
-    translations = _Translations(records, references_text)
+    stats_cache: dict[str, np.ndarray | None] = {}
     rows = []
     for label, components in removed.items():
         if len(components) < 2:
@@ -110,18 +111,19 @@ def ablation_additivity(spec: StudySpec, table: StudyTable, records: list[dict],
         singles = [single[key] for key in components]
         # mean(combined) - sum(mean(single)) + (k - 1) mean(full model)
         weights = {label: 1.0, **{name: -1.0 for name in singles}, table.reference: float(len(singles) - 1)}
-        rows.append(_measure(label, singles, table.reference, weights, table_rows, translations))
+        rows.append(_measure(label, singles, table.reference, weights, table_rows,
+                             _contrast_test(weights, records, references_text, stats_cache)))
     return Additivity(f"Are the drops additive? {table.title}", table.reference, pd.DataFrame(rows))
 
 
 def _measure(label: str, singles: list[str], reference: str, weights: dict[str, float], table_rows: dict[str, dict],
-             translations: _Translations) -> dict:
+             contrast_test: tuple[int, PairedBootstrap]) -> dict:
     mean = {name: table_rows[name]["bleu_mean"] for name in weights}
     delta = mean[label] - mean[reference]
     singles_sum = sum(mean[name] - mean[reference] for name in singles)
     seeds_low, seeds_high = contrast_seed_interval(
         [(weight, mean[name], table_rows[name]["bleu_std"], int(table_rows[name]["n"])) for name, weight in weights.items()])
-    seeds, test = translations.contrast(weights)
+    seeds, test = contrast_test
     involved = [table_rows[name] for name in weights]
     # a row not finished, or with seeds that diverged or failed: its own table status says which
     incomplete = [f"{row['label']}: {row['status']}" for row in involved if row["n"] < row["seeds"]]
@@ -133,38 +135,21 @@ def _measure(label: str, singles: list[str], reference: str, weights: dict[str, 
             "status": "ok" if not incomplete else "; ".join(incomplete)}
 
 
-class _Translations:
-    """The rows' test translations as sentence statistics, each file read once."""
-
-    def __init__(self, records: list[dict], references_text: list[str] | None):
-        self.records = records
-        self.references_text = references_text
-        self.stats_cache: dict[str, np.ndarray | None] = {}
-
-    def finished(self, label: str) -> dict[int, str]:
-        return {r["seed"]: r["hyp_path"] for r in self.records
-                if r["label"] == label and r["status"] == "ok" and r.get("hyp_path")}
-
-    def stats(self, path: str) -> np.ndarray | None:
-        if path not in self.stats_cache:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-            fits = len(lines) == len(self.references_text)
-            self.stats_cache[path] = sentence_stats(lines, self.references_text) if fits else None
-        return self.stats_cache[path]
-
-    def contrast(self, weights: dict[str, float]) -> tuple[int, PairedBootstrap]:
-        """The paired bootstrap of the weighted rows over the seeds all of them finished, and how many."""
-        if self.references_text is None:
+def _contrast_test(weights: dict[str, float], records: list[dict], references_text: list[str] | None,
+                   cache: dict[str, np.ndarray | None]) -> tuple[int, PairedBootstrap]:
+    """The paired bootstrap of the weighted rows over the seeds all of them finished, and how many
+    seeds that is; NaN without the test references or with a translation of another length."""
+    if references_text is None:
+        return 0, nan_bootstrap()
+    finished = {name: finished_translations([r for r in records if r["label"] == name]) for name in weights}
+    seeds = sorted(set.intersection(*(set(paths) for paths in finished.values())))
+    systems = []
+    for name in weights:
+        parts = [translation_stats(finished[name][seed], references_text, cache) for seed in seeds]
+        if not parts or any(part is None for part in parts):
             return 0, nan_bootstrap()
-        finished = {name: self.finished(name) for name in weights}
-        seeds = sorted(set.intersection(*(set(paths) for paths in finished.values())))
-        systems = []
-        for name in weights:
-            parts = [self.stats(finished[name][seed]) for seed in seeds]
-            if not parts or any(part is None for part in parts):
-                return 0, nan_bootstrap()
-            systems.append(np.concatenate(parts))
-        return len(seeds), contrast_bootstrap_stats(systems, list(weights.values()))
+        systems.append(np.concatenate(parts))
+    return len(seeds), contrast_bootstrap_stats(systems, list(weights.values()))
 
 
 def export_additivity(additivity: Additivity, directory: Path) -> list[Path]:

@@ -39,6 +39,7 @@ _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 def t95(df: float) -> float:
     """The critical value for ``df`` degrees of freedom, rounded down to a tabled one (a wider
     interval, never a narrower one)."""
+    df += 1e-9  # a Welch-Satterthwaite df that is whole up to rounding (2.9999999999999996) counts as whole
     if df < 1:
         return math.nan
     if df > 30:
@@ -48,7 +49,7 @@ def t95(df: float) -> float:
 
 @dataclass(frozen=True)
 class PairedBootstrap:
-    delta: float  # corpus BLEU of the system minus the baseline's, on the given translations
+    delta: float  # the system's corpus BLEU minus the baseline's (a contrast's weighted sum), on the whole test set
     p_value: float
     ci_low: float
     ci_high: float

@@ -183,27 +183,30 @@ def paired_test(system: list[dict], reference: list[dict], references_text: list
     their test translations concatenated (seed by seed, so sentence i meets sentence i).
     ``stats_cache`` keeps each translation file's sentence statistics between rows."""
     cache = {} if stats_cache is None else stats_cache
-    ours = {r["seed"]: r["hyp_path"] for r in system if r["status"] == "ok" and r.get("hyp_path")}
-    theirs = {r["seed"]: r["hyp_path"] for r in reference if r["status"] == "ok" and r.get("hyp_path")}
+    ours, theirs = finished_translations(system), finished_translations(reference)
     seeds = sorted(set(ours) & set(theirs))
     if not seeds:
         return nan_bootstrap()
-
-    def stats(path: str) -> np.ndarray | None:
-        if path not in cache:
-            lines = _read_lines(path)
-            cache[path] = sentence_stats(lines, references_text) if len(lines) == len(references_text) else None
-        return cache[path]
-
-    parts = [(stats(ours[seed]), stats(theirs[seed])) for seed in seeds]
+    parts = [(translation_stats(ours[seed], references_text, cache),
+              translation_stats(theirs[seed], references_text, cache)) for seed in seeds]
     if any(a is None or b is None for a, b in parts):
         return nan_bootstrap()
     return paired_bootstrap_stats(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]),
                                   samples=samples)
 
 
-def _read_lines(path: str) -> list[str]:
-    return Path(path).read_text(encoding="utf-8").splitlines()
+def finished_translations(records: list[dict]) -> dict[int, str]:
+    """Seed -> test translation file, for the seeds that finished (status ok) and kept one."""
+    return {r["seed"]: r["hyp_path"] for r in records if r["status"] == "ok" and r.get("hyp_path")}
+
+
+def translation_stats(path: str, references_text: list[str], cache: dict[str, np.ndarray | None]) -> np.ndarray | None:
+    """A translation file's sentence statistics, kept in ``cache`` by path; None when the file has
+    not one line per test sentence."""
+    if path not in cache:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        cache[path] = sentence_stats(lines, references_text) if len(lines) == len(references_text) else None
+    return cache[path]
 
 
 # ---------------------------------------------------------------------------

@@ -130,7 +130,16 @@ def test_a_row_that_diverged_is_named_with_its_status(study):
     additivity = additivity_of(study, records)
     row = additivity.rows.set_index("label").loc["- LN & highway"]
     assert math.isnan(row["departure"]) and row["status"] == "- LN & highway: diverged"
-    assert "- LN & highway" not in additivity.notes()[-1]  # no † note for a row with no departure
+    improving = next(note for note in additivity.notes() if note.startswith("†"))
+    assert "- LN & MA" in improving and "- LN & highway" not in improving  # no † for a row with no departure
+
+
+def test_without_the_test_references_only_the_seed_interval_is_given(study):
+    layout = study.layout
+    table = build_table(study.records, layout.title, layout.reference, None, layout.row_order, layout.planned_seeds)
+    rows = ablation_additivity(study.spec, table, study.records, None).rows
+    assert rows["seeds_ci_low"].notna().all() and rows["ci_low"].isna().all() and rows["p_value"].isna().all()
+    assert (rows["bootstrap_seeds"] == 0).all()
 
 
 def test_only_ablation_studies_of_two_or_more_components_get_one():
@@ -159,14 +168,38 @@ def test_study_table_writes_and_prints_it(tmp_path, capsys):
     assert list(csv["singles"])[-1] == "- LayerNorm | - Multi Attention | - Highway"
 
 
-def test_contrast_seed_interval_of_two_rows_is_the_seed_interval():
-    from study.significance import seed_interval
-
-    assert contrast_seed_interval([(1.0, 22.0, 2.0, 3), (-1.0, 10.0, 3.0, 2)]) == seed_interval(22.0, 2.0, 3, 10.0, 3.0, 2)
+def test_contrast_seed_interval_is_welch_satterthwaite():
+    # two rows: variances 4/3 and 9/2, df = (4/3 + 9/2)^2 / ((4/3)^2 / 2 + (9/2)^2 / 1) = 1.61, so t = 12.706
+    low, high = contrast_seed_interval([(1.0, 22.0, 2.0, 3), (-1.0, 10.0, 3.0, 2)])
+    half = 12.706 * math.sqrt(4 / 3 + 9 / 2)
+    assert (low, high) == pytest.approx((12.0 - half, 12.0 + half))
+    # three rows of equal variance and 2 seeds: df is 3 up to rounding, and counts as 3 (t = 3.182, not 4.303)
+    low, high = contrast_seed_interval([(1.0, 5.0, 0.1, 2), (-1.0, 4.0, 0.1, 2), (-1.0, 3.0, 0.1, 2)])
+    assert high - (-2.0) == pytest.approx(3.182 * math.sqrt(3 * 0.01 / 2))
     assert all(math.isnan(v) for v in contrast_seed_interval([(1.0, 22.0, 2.0, 3), (2.0, 10.0, 1.0, 1)]))
     # a weight counts twice over in the variance: 2 * a row of std 1 over 4 seeds has variance 4 / 4
     low, high = contrast_seed_interval([(2.0, 5.0, 1.0, 4), (-1.0, 1.0, 0.0, 3)])
     assert (low + high) / 2 == pytest.approx(9.0) and high - 9.0 == pytest.approx(3.182 * 1.0)
+
+
+def test_contrast_bootstrap_draws_the_same_sentences_for_every_system():
+    """Against a plain loop: sacreBLEU's resample indices, each resample's corpus BLEU by sacrebleu.corpus_bleu."""
+    from sacrebleu import corpus_bleu
+
+    from study.significance import SEED
+
+    rng = np.random.default_rng(1)
+    references = [" ".join(rng.choice(list("abcdefghij"), size=9)) for _ in range(40)]
+    systems = [[" ".join(w for w in ref.split() if rng.random() > drop) for ref in references] for drop in (0.1, 0.3, 0.5)]
+    weights = [1.0, -2.0, 1.0]
+    samples = 40
+    indices = np.random.default_rng(SEED).choice(len(references), size=(samples, len(references)), replace=True)
+    contrasts = [sum(w * corpus_bleu([hyps[i] for i in draw], [[references[i] for i in draw]]).score
+                     for w, hyps in zip(weights, systems)) for draw in indices]
+    test = contrast_bootstrap_stats([sentence_stats(hyps, references) for hyps in systems], weights, samples=samples)
+    assert (test.ci_low, test.ci_high) == pytest.approx(tuple(np.percentile(contrasts, [2.5, 97.5])), abs=1e-3)
+    observed = sum(w * corpus_bleu(hyps, [references]).score for w, hyps in zip(weights, systems))
+    assert test.delta == pytest.approx(observed, abs=1e-4)
 
 
 def test_contrast_bootstrap_of_two_systems_is_the_paired_bootstrap():
