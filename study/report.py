@@ -193,11 +193,10 @@ def write_html_report(study_dir: Path, table: StudyTable | None = None, additivi
     stored trial records."""
     study_dir = Path(study_dir)
     state = read_study_state(study_dir)
-    stored = None
-    if table is None:
-        stored = load_stored_study(study_dir)
-        table = stored.table()
-    if additivity is None and has_additivity(spec_from_dict(state["spec"], source=str(study_dir / "study.json"))):
+    stored = load_stored_study(study_dir) if table is None else None
+    table = table if stored is None else stored.table()
+    spec = stored.spec if stored is not None else spec_from_dict(state["spec"], source=str(study_dir / "study.json"))
+    if additivity is None and has_additivity(spec):
         stored = stored or load_stored_study(study_dir)
         additivity = ablation_additivity(stored.spec, table, stored.records, stored.references)
     path = study_dir / REPORT_FILE

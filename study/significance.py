@@ -81,8 +81,7 @@ def paired_bootstrap_stats(system: np.ndarray, baseline: np.ndarray, samples: in
     if abs(delta) < 1e-9:
         # sacreBLEU's (c + 1) / (n + 1) would call two equal systems significantly different
         return PairedBootstrap(0.0, 1.0, 0.0, 0.0)
-    resampled = np.array([resampled_bleu(stats, samples, seed) for stats in (system, baseline)])
-    return _bootstrap_result(delta, resampled[0] - resampled[1], samples)
+    return contrast_bootstrap_stats([system, baseline], [1.0, -1.0], samples, seed)
 
 
 def resampled_bleu(stats: np.ndarray, samples: int = 1000, seed: int = SEED) -> np.ndarray:
