@@ -75,6 +75,8 @@ class Additivity:
         if improving:
             notes.append(f"{STILL_IMPROVING} measured from a row that was still improving when its budget ended "
                          f"(marked {STILL_IMPROVING} in table.md): {', '.join(improving)}. Not a converged result.")
+        if self.rows.attrs.get("translation_note"):
+            notes.append(self.rows.attrs["translation_note"])
         return notes
 
     def markdown(self) -> str:
@@ -113,7 +115,10 @@ def ablation_additivity(spec: StudySpec, table: StudyTable, records: list[dict],
         weights = {label: 1.0, **{name: -1.0 for name in singles}, table.reference: float(len(singles) - 1)}
         rows.append(_measure(label, singles, table.reference, weights, table_rows,
                              _contrast_test(weights, records, references_text, stats_cache)))
-    return Additivity(f"Are the drops additive? {table.title}", table.reference, pd.DataFrame(rows))
+    frame = pd.DataFrame(rows)
+    if table.rows.attrs.get("translation_note"):  # the same files leave this table's bootstrap blank
+        frame.attrs["translation_note"] = table.rows.attrs["translation_note"]
+    return Additivity(f"Are the drops additive? {table.title}", table.reference, frame)
 
 
 def _measure(label: str, singles: list[str], reference: str, weights: dict[str, float], table_rows: dict[str, dict],

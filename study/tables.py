@@ -115,7 +115,15 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
             test = paired_test(by_label[label], reference_records, references_text, stats_cache=stats_cache)
         row.update(p_value=test.p_value, delta_ci_low=test.ci_low, delta_ci_high=test.ci_high,
                    delta_seeds_ci_low=seeds_low, delta_seeds_ci_high=seeds_high)
-    return StudyTable(title, pd.DataFrame(rows), trials, reference)
+    frame = pd.DataFrame(rows)
+    if references_text is not None and reference:
+        unusable = mismatched_translations(records, references_text)
+        if unusable:
+            frame.attrs["translation_note"] = (
+                f"Δ CI (bootstrap) and p are left blank for every row that needs a test translation without one "
+                f"line per test sentence (the test set has {len(references_text)}): {', '.join(unusable)}. "
+                "Restore the file (test.hyp in the trial's directory) or rerun that trial.")
+    return StudyTable(title, frame, trials, reference)
 
 
 def _aggregate(label: str, group: list[dict], planned: int = 0) -> dict:
@@ -200,6 +208,19 @@ def finished_translations(records: list[dict]) -> dict[int, str]:
     return {r["seed"]: r["hyp_path"] for r in records if r["status"] == "ok" and r.get("hyp_path")}
 
 
+def mismatched_translations(records: list[dict], references_text: list[str]) -> list[str]:
+    """The finished seeds whose test translation the bootstrap cannot pair with the test set
+    ("label seed 2 has 997 lines"), in row order."""
+    out = []
+    for record in sorted(records, key=lambda r: (r["row"], r["label"], r["seed"])):
+        path = finished_translations([record]).get(record["seed"])
+        if path is not None:
+            lines = len(Path(path).read_text(encoding="utf-8").splitlines())
+            if lines != len(references_text):
+                out.append(f"{record['label']} seed {record['seed']} has {lines} lines")
+    return out
+
+
 def translation_stats(path: str, references_text: list[str], cache: dict[str, np.ndarray | None]) -> np.ndarray | None:
     """A translation file's sentence statistics, kept in ``cache`` by path; None when the file has
     not one line per test sentence."""
@@ -281,6 +302,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append("truncated: stopped by the wall-time cap (budget.minutes) before its budget ended, so how far "
                      f"it trained depends on the machine's speed, not only on the config: "
                      f"{_labels(marked['truncated'])}.")
+    if rows.attrs.get("translation_note"):
+        notes.append(rows.attrs["translation_note"])
     if rows.attrs.get("speed_note"):  # where the speed columns come from (study.speed.with_speed)
         notes.append(rows.attrs["speed_note"])
     return notes
@@ -288,7 +311,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
 
 def warnings(rows: pd.DataFrame) -> list[str]:
     """What the end of a study run must say about its table: rows that were still improving, or
-    cut short by the wall-time cap (and so trained for different amounts)."""
+    cut short by the wall-time cap (and so trained for different amounts), and translations the
+    bootstrap could not use."""
     marked = marked_rows(rows)
     lines = []
     if marked["improving"]:
@@ -304,6 +328,8 @@ def warnings(rows: pd.DataFrame) -> list[str]:
     capped_unevenly = [r for r in marked["uneven"] if r["truncated"]]
     if capped_unevenly:
         lines.append(f"seeds trained for different numbers of epochs (the wall-time cap): {_labels(capped_unevenly)}.")
+    if rows.attrs.get("translation_note"):
+        lines.append(rows.attrs["translation_note"])
     return lines
 
 

@@ -134,6 +134,18 @@ def test_a_row_that_diverged_is_named_with_its_status(study):
     assert "- LN & MA" in improving and "- LN & highway" not in improving  # no † for a row with no departure
 
 
+def test_a_translation_of_another_length_is_named_where_the_bootstrap_is_blank(study, tmp_path):
+    victim = next(r for r in study.records if r["label"] == "- Highway" and r["seed"] == 2)
+    short = tmp_path / "test.hyp"
+    short.write_text("\n".join(Path(victim["hyp_path"]).read_text(encoding="utf-8").splitlines()[:-3]) + "\n")
+    records = [{**r, "hyp_path": str(short)} if r is victim else r for r in study.records]
+    rows = additivity_of(study, records).rows.set_index("label")
+    uses_highway = [label for label, singles in SINGLES.items() if "- Highway" in singles]
+    assert rows.loc[uses_highway, "p_value"].isna().all() and rows.loc["- LN & MA", "p_value"] > 0
+    assert any("- Highway seed 2 has 997 lines" in note for note in additivity_of(study, records).notes())
+    assert not any("lines" in note for note in additivity_of(study, study.records).notes())
+
+
 def test_without_the_test_references_only_the_seed_interval_is_given(study):
     layout = study.layout
     table = build_table(study.records, layout.title, layout.reference, None, layout.row_order, layout.planned_seeds)

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from study.plots import pareto_front
-from study.tables import build_table, paired_test, status_text, t95
+from study.tables import build_table, paired_test, status_text, t95, warnings as table_warnings
 
 
 def record(label, row, seed, status, bleu=None, error="", hyp=None):
@@ -136,6 +136,22 @@ def test_equal_systems_are_not_called_significant(tmp_path):
     better.write_text("\n".join(refs) + "\n")
     test = paired_test([record("x", 1, 1, "ok", 90.0, hyp=str(better))], theirs, refs, samples=200)
     assert test.p_value < 0.05 and 0 < test.ci_low <= test.delta <= test.ci_high
+
+
+def test_a_translation_of_another_length_leaves_the_bootstrap_blank_and_says_which(tmp_path):
+    refs = [f"sentence number {i} is here" for i in range(30)]
+    good, short = tmp_path / "good.hyp", tmp_path / "short.hyp"
+    good.write_text("\n".join(refs) + "\n")
+    short.write_text("\n".join(refs[:27]) + "\n")
+    records = [record("ref", 0, 1, "ok", 90.0, hyp=str(good)), record("x", 1, 1, "ok", 80.0, hyp=str(short)),
+               record("y", 2, 1, "ok", 85.0, hyp=str(good))]
+    table = build_table(records, "T", "ref", refs)
+    rows = table.rows.set_index("label")
+    assert math.isnan(rows.loc["x", "p_value"]) and not math.isnan(rows.loc["y", "p_value"])
+    note = "x seed 1 has 27 lines"
+    assert note in table.markdown() and note in table.latex()
+    assert any(note in line and "test set has 30" in line for line in table_warnings(table.rows))
+    assert not any("lines" in line for line in table_warnings(build_table(records[::2], "T", "ref", refs).rows))
 
 
 def test_status_text_and_pareto_front():
