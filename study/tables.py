@@ -122,7 +122,7 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
             frame.attrs["translation_note"] = (
                 f"Δ CI (bootstrap) and p are left blank for every row that needs a test translation without one "
                 f"line per test sentence (the test set has {len(references_text)}): {', '.join(unusable)}. "
-                "Restore the file (test.hyp in the trial's directory) or rerun that trial.")
+                "Restore that seed's test translation or train that trial again.")
     return StudyTable(title, frame, trials, reference)
 
 
