@@ -214,15 +214,21 @@ def test_contrast_bootstrap_draws_the_same_sentences_for_every_system():
     assert test.delta == pytest.approx(observed, abs=1e-4)
 
 
-def test_contrast_bootstrap_of_two_systems_is_the_paired_bootstrap():
-    from study.significance import paired_bootstrap_stats
+def test_contrast_bootstrap_of_two_systems_is_sacrebleus_paired_bootstrap():
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
 
     rng = np.random.default_rng(0)
     references = [" ".join(rng.choice(list("abcdefgh"), size=8)) for _ in range(60)]
     system = [" ".join(w for w in ref.split() if rng.random() > 0.2) for ref in references]
-    baseline = [" ".join(w for w in ref.split() if rng.random() > 0.35) for ref in references]
+    baseline = [" ".join(w for w in ref.split() if rng.random() > 0.22) for ref in references]
     a, b = sentence_stats(system, references), sentence_stats(baseline, references)
-    assert contrast_bootstrap_stats([a, b], [1.0, -1.0], samples=200) == paired_bootstrap_stats(a, b, samples=200)
+    ours = contrast_bootstrap_stats([a, b], [1.0, -1.0], samples=200)
+    _, scores = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": BLEU(references=[references])},
+                           references=None, test_type="bs", n_samples=200)()
+    assert 0.05 < ours.p_value < 0.5  # close enough that the p-value depends on every resample
+    assert ours.p_value == pytest.approx(scores["BLEU"][1].p_value)
+    assert ours.delta == pytest.approx(scores["BLEU"][1].score - scores["BLEU"][0].score, abs=1e-4)
     # systems that cancel on every resample are not called different
     same = contrast_bootstrap_stats([a, a], [1.0, -1.0], samples=200)
     assert same.p_value == 1.0 and same.delta == 0.0
