@@ -66,9 +66,10 @@ def interval_errors(rows: pd.DataFrame) -> list[list[float]]:
 
 def _note_lines(rows: pd.DataFrame, width_inches: float, shows_speed: bool) -> list[str]:
     """The table's footnotes, wrapped to the figure's width; the one on the speed columns only
-    under a figure that shows speed."""
+    under a figure that shows speed, and none on the bootstrap, which no figure draws."""
     chars = int(width_inches * 19)  # characters of 6.5 pt text per inch
-    notes = [note for note in footnotes(rows) if shows_speed or note != rows.attrs.get("speed_note")]
+    notes = [note for note in footnotes(rows) if (shows_speed or note != rows.attrs.get("speed_note"))
+             and note != rows.attrs.get("translation_note")]
     # a no-break space keeps ablation labels ("- LayerNorm") in one piece
     return [line for note in notes for line in textwrap.wrap(note.replace("- ", "-\u00a0"), chars)]
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from study.plots import pareto_front
+from study.plots import _note_lines, pareto_front
 from study.tables import build_table, paired_test, status_text, t95, warnings as table_warnings
 
 
@@ -151,6 +151,7 @@ def test_a_translation_of_another_length_leaves_the_bootstrap_blank_and_says_whi
     note = "x seed 1 has 27 lines"
     assert note in table.markdown() and note in table.latex()
     assert any(note in line and "test set has 30" in line for line in table_warnings(table.rows))
+    assert not any("lines" in line for line in _note_lines(table.rows, 20.0, shows_speed=True))  # no plot draws it
     assert not any("lines" in line for line in table_warnings(build_table(records[::2], "T", "ref", refs).rows))
 
 
