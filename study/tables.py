@@ -102,7 +102,7 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
     rows = [_aggregate(label, by_label.get(label, []), (planned_seeds or {}).get(label, 0)) for label in labels]
     reference_row = next((row for row in rows if row["label"] == reference), None)
     reference_mean = reference_row["bleu_mean"] if reference_row is not None else math.nan
-    stats_cache: dict[str, np.ndarray] = {}
+    stats_cache: dict[str, np.ndarray | None] = {}
     for row, label in zip(rows, labels):
         row["delta"] = row["bleu_mean"] - reference_mean if reference else math.nan
         seeds_low = seeds_high = math.nan
@@ -117,7 +117,7 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
                    delta_seeds_ci_low=seeds_low, delta_seeds_ci_high=seeds_high)
     frame = pd.DataFrame(rows)
     if references_text is not None and reference:
-        unusable = mismatched_translations(records, references_text)
+        unusable = mismatched_translations(records, references_text, stats_cache)
         if unusable:
             frame.attrs["translation_note"] = (
                 f"Δ CI (bootstrap) and p are left blank for every row that needs a test translation without one "
@@ -208,16 +208,17 @@ def finished_translations(records: list[dict]) -> dict[int, str]:
     return {r["seed"]: r["hyp_path"] for r in records if r["status"] == "ok" and r.get("hyp_path")}
 
 
-def mismatched_translations(records: list[dict], references_text: list[str]) -> list[str]:
+def mismatched_translations(records: list[dict], references_text: list[str],
+                            cache: dict[str, np.ndarray | None]) -> list[str]:
     """The finished seeds whose test translation the bootstrap cannot pair with the test set
-    ("label seed 2 has 997 lines"), in row order."""
+    ("label seed 2 has 997 lines"), in row order. ``cache`` is the one the paired tests filled, so
+    only a translation of the wrong length is read again, for its line count."""
     out = []
     for record in sorted(records, key=lambda r: (r["row"], r["label"], r["seed"])):
         path = finished_translations([record]).get(record["seed"])
-        if path is not None:
+        if path is not None and translation_stats(path, references_text, cache) is None:
             lines = len(Path(path).read_text(encoding="utf-8").splitlines())
-            if lines != len(references_text):
-                out.append(f"{record['label']} seed {record['seed']} has {lines} lines")
+            out.append(f"{record['label']} seed {record['seed']} has {lines} lines")
     return out
 
 
