@@ -14,16 +14,21 @@ PACKAGES = ("rnmt-study", "torch", "ray", "optuna", "mlflow", "sacrebleu", "sent
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
 
 
+RECORDS_FOLDER = "results"  # the records the tool itself writes; a run resuming over them leaves the code clean
+
+
 @cache
-def code_commit() -> str:
+def code_commit(root: Path = SOURCE_ROOT) -> str:
     """The commit of the source tree this code runs from, with "+dirty" when tracked files
-    differ from it; "unknown" for an installed copy without its git history."""
-    if not (SOURCE_ROOT / ".git").exists():
+    outside the records folder differ from it; "unknown" for an installed copy without its
+    git history."""
+    if not (root / ".git").exists():
         return "unknown"
     try:
-        head = subprocess.run(["git", "-C", str(SOURCE_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=10, check=True).stdout.strip()
-        changed = subprocess.run(["git", "-C", str(SOURCE_ROOT), "status", "--porcelain", "--untracked-files=no"],
+        changed = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                                  ".", f":(exclude){RECORDS_FOLDER}"],
                                  capture_output=True, text=True, timeout=10, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
