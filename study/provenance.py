@@ -12,8 +12,6 @@ from pathlib import Path
 
 PACKAGES = ("rnmt-study", "torch", "ray", "optuna", "mlflow", "sacrebleu", "sentencepiece", "pandas", "numpy")
 SOURCE_ROOT = Path(__file__).resolve().parent.parent
-
-
 RECORDS_FOLDER = "results"  # the records the tool itself writes; a run resuming over them leaves the code clean
 
 
