@@ -5,7 +5,9 @@ with gradient-norm clipping, then validation (teacher-forced perplexity and
 BLEU of greedy or beam translations), the lr schedule, a checkpoint, and a
 call of ``report(metrics, checkpoint_dir)`` - the hook through which Ray Tune
 (or anything else) follows the run. A NaN/inf loss or gradient ends the run
-with status ``diverged`` instead of an exception. At the end the best
+with status ``diverged`` instead of an exception; every epoch records the
+gradient norms before clipping (mean, largest, share of steps clipped), so an
+exploding gradient shows before it turns the loss non-finite. At the end the best
 validation model translates the test set (beam search) and is scored with
 sacreBLEU.
 
@@ -76,6 +78,12 @@ class Progress:
     epoch_batches: int = 0
     epoch_nll: float = 0.0
     epoch_tokens: int = 0
+    # the epoch's gradient norms before clipping (sum, largest, steps counted, steps clipped): the
+    # evidence for or against an exploding gradient, carried across a resume inside the epoch
+    epoch_grad_norm_sum: float = 0.0
+    epoch_grad_norm_max: float = 0.0
+    epoch_grad_steps: int = 0
+    epoch_clipped_steps: int = 0
     steps: int = 0
     lr: float = 0.0
     best_score: float | None = None  # valid BLEU, or -ppl with valid_metric: ppl
@@ -219,6 +227,7 @@ class Trainer:
         done_before = p.batches_into_epoch
         if not done_before:
             p.epoch_nll, p.epoch_tokens = 0.0, 0
+            p.epoch_grad_norm_sum, p.epoch_grad_norm_max, p.epoch_grad_steps, p.epoch_clipped_steps = 0.0, 0.0, 0, 0
         p.epoch_batches = len(batches)
         segment_tokens = 0
         segment_start = last_print = time.perf_counter()
@@ -241,6 +250,10 @@ class Trainer:
             p.train_tokens += tokens
             p.epoch_nll += float(nll)
             p.epoch_tokens += tokens
+            p.epoch_grad_norm_sum += norm_value
+            p.epoch_grad_norm_max = max(p.epoch_grad_norm_max, norm_value)
+            p.epoch_grad_steps += 1
+            p.epoch_clipped_steps += int(cfg.clip > 0 and norm_value > cfg.clip)
             p.batches_into_epoch = index
             segment_tokens += tokens
             now = time.perf_counter()
@@ -342,12 +355,13 @@ class Trainer:
                        "valid_ppl": valid_ppl, "valid_bleu": valid_bleu, "best_valid_bleu": p.best_valid_bleu,
                        "best_epoch": p.best_epoch, "epochs_trained": trained, "steps": p.steps,
                        "train_tokens": p.train_tokens, "lr": p.lr, "train_tokens_per_s": rate,
-                       "elapsed_s": p.elapsed_seconds}
+                       "elapsed_s": p.elapsed_seconds, **self._gradient_stats()}
             p.history.append(metrics)
             shown = f"{epoch}/{cfg.max_epochs}" if complete else f"{trained:.2f}/{cfg.max_epochs}"
             self.log(f"epoch {shown}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
                      f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if selected else ''}  "
-                     f"lr {p.lr:.2e}  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
+                     f"lr {p.lr:.2e}  grad norm {metrics['grad_norm_mean']:.2f} (max {metrics['grad_norm_max']:.2f}, "
+                     f"{metrics['clipped_share']:.0%} clipped)  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
             # per stage, a plateau that can still lower the lr restarts instead of stopping
             restart_pending = cfg.patience_per_stage and complete and p.lr > cfg.min_lr
             stoppable = not restart_pending and p.epoch >= cfg.min_epochs
@@ -365,6 +379,14 @@ class Trainer:
             if self.report is not None:
                 self.report(dict(metrics), self.checkpoint_dir)
         return p
+
+    def _gradient_stats(self) -> dict:
+        """The epoch's gradient norms of the per-token loss before clipping: mean, largest, and the
+        share of steps that ``train.clip`` scaled down (0 without clipping)."""
+        p = self.progress
+        steps = max(p.epoch_grad_steps, 1)
+        return {"grad_norm_mean": p.epoch_grad_norm_sum / steps, "grad_norm_max": p.epoch_grad_norm_max,
+                "clipped_share": p.epoch_clipped_steps / steps}
 
     def _truncate(self) -> None:
         p = self.progress

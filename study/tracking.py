@@ -51,7 +51,7 @@ TERMINAL = {"ok": "FINISHED", "truncated": "FINISHED", "diverged": "FINISHED", "
 
 # per-epoch metrics a trial's child run records (step = epoch): its learning curves
 EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "steps", "train_tokens", "lr",
-                "train_tokens_per_s", "elapsed_s")
+                "train_tokens_per_s", "elapsed_s", "grad_norm_mean", "grad_norm_max", "clipped_share")
 # a trial's results, logged once when it ends
 FINAL_LOGGED = ("test_bleu", "test_chrf", "epochs", "best_epoch", "params", "weight_matrices", "train_seconds",
                 "decode_words_per_s")

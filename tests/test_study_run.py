@@ -64,7 +64,8 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     assert parent.tags["smoke"] == "true" and {"table.json", "additivity.md"} <= artifacts
     assert client.get_experiment(parents[0].info.experiment_id).tags["mlflow.note.content"].startswith("SR-NMT 4 layers")
     assert child.data.params["model.cell"] == "srnmt" and "test_bleu" in child.data.metrics
-    assert client.get_metric_history(child.info.run_id, "valid_bleu")  # per-epoch metrics
+    for key in ("valid_bleu", "grad_norm_mean", "clipped_share"):  # per-epoch metrics
+        assert client.get_metric_history(child.info.run_id, key), key
     assert {a.path for a in client.list_artifacts(child.info.run_id)} >= {"test.hyp", "config.yaml"}
 
     # the stored results rebuild the same table without training

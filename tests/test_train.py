@@ -169,6 +169,43 @@ def test_fsmn_memory_taps_keep_their_lower_learning_rate_through_decay_and_resum
     assert taps == {id(m.taps) for m in resumed.model.modules() if hasattr(m, "taps")}
 
 
+def spy_on_gradient_norms(monkeypatch) -> list[float]:
+    """The norms the real ``clip_grad_norm_`` returns, one per training step, in order."""
+    norms, clip = [], torch.nn.utils.clip_grad_norm_
+
+    def recording(parameters, max_norm, *args, **kwargs):
+        norm = clip(parameters, max_norm, *args, **kwargs)
+        norms.append(float(norm))
+        return norm
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording)
+    return norms
+
+
+def test_every_epoch_records_its_gradient_norms_before_clipping(tmp_path, tiny_config, tiny_data, monkeypatch):
+    unclipped = spy_on_gradient_norms(monkeypatch)
+    free = Trainer(tiny_config("model.cell=gru", "train.max_epochs=1", "train.clip=0"), tmp_path / "free",
+                   log=lambda _: None, data=tiny_data)
+    entry = free.fit().history[0]
+    assert len(unclipped) == free.progress.steps > 3
+    assert entry["grad_norm_mean"] == pytest.approx(sum(unclipped) / len(unclipped), rel=1e-12)
+    assert entry["grad_norm_max"] == max(unclipped) and entry["clipped_share"] == 0.0
+
+    # a threshold inside the range of the norms clips some steps, counted against the norm before clipping
+    threshold = sorted(unclipped)[len(unclipped) // 2]
+    unclipped.clear()
+    lines = []
+    clipped = Trainer(tiny_config("model.cell=gru", "train.max_epochs=1", f"train.clip={threshold}"),
+                      tmp_path / "clipped", log=lines.append, data=tiny_data)
+    entry = clipped.fit().history[0]
+    share = sum(norm > threshold for norm in unclipped) / len(unclipped)
+    assert 0.0 < share < 1.0 and entry["clipped_share"] == pytest.approx(share, rel=1e-12)
+    assert entry["grad_norm_max"] == max(unclipped) > threshold
+    epoch_line = next(line for line in lines if line.startswith("epoch 1/1"))
+    assert f"grad norm {entry['grad_norm_mean']:.2f} (max {entry['grad_norm_max']:.2f}, {share:.0%} clipped)" \
+        in epoch_line
+
+
 def test_huge_learning_rate_ends_as_diverged_not_exception(tmp_path, tiny_config):
     cfg = tiny_config("model.cell=srnmt", "model.layer_norm=false", "model.highway=false", "train.lr=1e30",
                       "train.clip=0", "train.max_epochs=3")
