@@ -361,7 +361,7 @@ class Trainer:
             self.log(f"epoch {shown}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
                      f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if selected else ''}  "
                      f"lr {p.lr:.2e}  grad norm {metrics['grad_norm_mean']:.2f} (max {metrics['grad_norm_max']:.2f}, "
-                     f"{metrics['clipped_share']:.0%} clipped)  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
+                     f"{metrics['clipped_share']:.1%} clipped)  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
             # per stage, a plateau that can still lower the lr restarts instead of stopping
             restart_pending = cfg.patience_per_stage and complete and p.lr > cfg.min_lr
             stoppable = not restart_pending and p.epoch >= cfg.min_epochs

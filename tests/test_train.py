@@ -202,7 +202,7 @@ def test_every_epoch_records_its_gradient_norms_before_clipping(tmp_path, tiny_c
     assert 0.0 < share < 1.0 and entry["clipped_share"] == pytest.approx(share, rel=1e-12)
     assert entry["grad_norm_max"] == max(unclipped) > threshold
     epoch_line = next(line for line in lines if line.startswith("epoch 1/1"))
-    assert f"grad norm {entry['grad_norm_mean']:.2f} (max {entry['grad_norm_max']:.2f}, {share:.0%} clipped)" \
+    assert f"grad norm {entry['grad_norm_mean']:.2f} (max {entry['grad_norm_max']:.2f}, {share:.1%} clipped)" \
         in epoch_line
 
 
