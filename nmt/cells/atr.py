@@ -8,9 +8,10 @@ Recurrent Networks"), eq. (6-9)::
     f_t = σ(q_t - p_t)              (forget gate)
     h_t = i_t * q_t + f_t * h_{t-1}
 
-The forget gate is input minus history as in the authors' released code; the
-paper's eq. (8) prints history minus input, which their README calls a typo
-(``forget_sign: history_minus_input`` gives the printed version). 2 weight
+The forget gate is input minus history, as in the authors' released code (the
+zero toolkit, github.com/bzhangGo/zero, ``rnns/atr.py``); the paper's eq. (8)
+prints history minus input (``forget_sign: history_minus_input`` gives the
+printed version). 2 weight
 matrices (Table 1). Variants:
 
 - ``gates: coupled``: f_t = 1 - i_t (GRU-like coupling; still 2 matrices).
