@@ -10,12 +10,11 @@ tables: study.significance). Run from the repository root:
     python results/reference/context_gates_m30k/analysis/joint_bootstrap.py
 """
 
-import csv
 import pathlib
 
-import numpy as np
-
-from study.significance import contrast_bootstrap_stats, sentence_stats
+from study.significance import contrast_bootstrap_stats
+from study.stored import load_stored_study
+from study.tables import finished_translations, paired_test, translation_stats
 
 STUDY = pathlib.Path("results/reference/context_gates_m30k")
 COMPARISONS = [  # (row, against), in the order of finding 6's table
@@ -31,25 +30,20 @@ COMPARISONS = [  # (row, against), in the order of finding 6's table
 ]
 
 
-def stats_by_row_and_seed() -> dict[str, dict[int, np.ndarray]]:
-    references = (STUDY / "test.ref").read_text(encoding="utf-8").splitlines()
-    rows: dict[str, dict[int, np.ndarray]] = {}
-    with open(STUDY / "trials.csv", encoding="utf-8") as handle:
-        for trial in csv.DictReader(handle):
-            lines = (STUDY / "hyps" / f"{trial['key']}.hyp").read_text(encoding="utf-8").splitlines()
-            rows.setdefault(trial["label"], {})[int(float(trial["seed"]))] = sentence_stats(lines, references)
-    return rows
-
-
 def main() -> None:
-    rows = stats_by_row_and_seed()
+    study = load_stored_study(STUDY)
+    rows: dict[str, list[dict]] = {}
+    for record in study.records:
+        rows.setdefault(record["label"], []).append(record)
+    cache: dict = {}  # each translation's sentence statistics, read once
     print("comparison | Δ of the pooled translations | pooled seeds (the tables') | sentences drawn with all seeds | width ratio")
     for row, against in COMPARISONS:
-        seeds = sorted(set(rows[row]) & set(rows[against]))
-        pooled = contrast_bootstrap_stats([np.concatenate([rows[row][s] for s in seeds]),
-                                           np.concatenate([rows[against][s] for s in seeds])], [1.0, -1.0])
-        joint = contrast_bootstrap_stats([sum(rows[row][s] for s in seeds),  # BLEU statistics add up
-                                          sum(rows[against][s] for s in seeds)], [1.0, -1.0])
+        pooled = paired_test(rows[row], rows[against], study.references, stats_cache=cache)
+        ours, theirs = finished_translations(rows[row]), finished_translations(rows[against])
+        seeds = sorted(set(ours) & set(theirs))
+        joint = contrast_bootstrap_stats(  # BLEU statistics add up, so a sentence's seeds sum to one row
+            [sum(translation_stats(ours[s], study.references, cache) for s in seeds),
+             sum(translation_stats(theirs[s], study.references, cache) for s in seeds)], [1.0, -1.0])
         ratio = (joint.ci_high - joint.ci_low) / (pooled.ci_high - pooled.ci_low)
         print(f"{row} vs {against} | {pooled.delta:+.2f} | [{pooled.ci_low:+.2f}, {pooled.ci_high:+.2f}] | "
               f"[{joint.ci_low:+.2f}, {joint.ci_high:+.2f}] | {ratio:.2f}")
