@@ -11,8 +11,7 @@ Recurrent Networks"), eq. (6-9)::
 The forget gate is input minus history, as in the authors' released code (the
 zero toolkit, github.com/bzhangGo/zero, ``rnns/atr.py``); the paper's eq. (8)
 prints history minus input (``forget_sign: history_minus_input`` gives the
-printed version). 2 weight
-matrices (Table 1). Variants:
+printed version). 2 weight matrices (Table 1). Variants:
 
 - ``gates: coupled``: f_t = 1 - i_t (GRU-like coupling; still 2 matrices).
 - ``gates: independent``: separate matrices per gate, i_t = σ(W_i x + U_i h + b_i),
