@@ -1,0 +1,86 @@
+"""How much the tables' pooling of seeds narrows the test-set intervals, study by study.
+
+The study tables' paired bootstrap pools a row's 3 seeds: it resamples each seed's translation of
+a sentence on its own, as if the pooled translations were 3,000 test sentences. Resampling the
+1,000 test sentences instead, with every seed's translation of each drawn together, keeps the
+seeds' translations of one sentence correlated. For each comparison this prints both 95%
+intervals (the same resamples as the tables: study.significance) and the ratio of their widths,
+then per study the range and median of the ratios and every comparison whose two intervals fall
+on different sides of zero.
+
+Each study compares every row with its table's reference row; the converged studies add the
+comparisons results/REPORT.md makes between other rows. Run from the repository root, with the
+study names under results/reference/ (all of them when none is given):
+
+    python results/reference/analysis/joint_bootstrap.py [STUDY ...]
+"""
+
+import pathlib
+import statistics
+import sys
+
+from study.significance import contrast_bootstrap_stats
+from study.stored import load_stored_study
+from study.tables import finished_translations, paired_test, translation_stats
+
+RESULTS = pathlib.Path("results/reference")
+STUDIES = ["ablation_srnmt", "atr_gates", "cells", "context_gates", "depth_srnmt", "fsmn",
+           "context_gates_m30k", "ablation_srnmt_m30k", "depth_srnmt_m30k"]
+EXTRA_COMPARISONS = {  # (row, against) beyond each row against the reference, as in the REPORT
+    "context_gates_m30k": [  # finding 6
+        ("tanh RNN + CG (both)", "tanh RNN"), ("tanh RNN + CG (source)", "tanh RNN"),
+        ("tanh RNN + CG (target)", "tanh RNN"),
+        ("GRU + CG (both)", "GRU + CG (source)"), ("GRU + CG (both)", "GRU + CG (target)"),
+        ("GRU + CG (source; t)", "GRU + gating scalar (t)"), ("GRU + CG (both; t)", "GRU + CG (source; t)"),
+        ("GRU + CG (both; t)", "GRU + gating scalar (t)"), ("GRU + CG (both; t, s)", "GRU + CG (both; t)"),
+        ("GRU + CG (both)", "GRU + CG (both; t, s)"),
+    ],
+    "ablation_srnmt_m30k": [("- LayerNorm", "- Highway"), ("- Multi Attention", "- Highway")],  # finding 4
+}
+
+
+def comparisons(study) -> list[tuple[str, str]]:
+    labels = list(dict.fromkeys(record["label"] for record in study.records))
+    reference = study.spec.fields.table.reference
+    against_reference = [(label, reference) for label in labels if label != reference]
+    return against_reference + EXTRA_COMPARISONS.get(study.name, [])
+
+
+def report(name: str) -> None:
+    study = load_stored_study(RESULTS / name)
+    rows: dict[str, list[dict]] = {}
+    for record in study.records:
+        rows.setdefault(record["label"], []).append(record)
+    cache: dict = {}  # each translation's sentence statistics, read once
+    ratios, crossings = [], []
+    print(f"## {name}\n")
+    print("comparison | Δ of the pooled translations | pooled seeds (the tables') | sentences drawn with all seeds | width ratio")
+    for row, against in comparisons(study):
+        ours, theirs = finished_translations(rows.get(row, [])), finished_translations(rows.get(against, []))
+        seeds = sorted(set(ours) & set(theirs))
+        if not seeds:
+            print(f"{row} vs {against} | no seed finished in both rows")
+            continue
+        pooled = paired_test(rows[row], rows[against], study.references, stats_cache=cache)
+        joint = contrast_bootstrap_stats(  # BLEU statistics add up, so a sentence's seeds sum to one row
+            [sum(translation_stats(ours[s], study.references, cache) for s in seeds),
+             sum(translation_stats(theirs[s], study.references, cache) for s in seeds)], [1.0, -1.0])
+        ratio = (joint.ci_high - joint.ci_low) / (pooled.ci_high - pooled.ci_low)
+        ratios.append(ratio)
+        if (pooled.ci_low > 0 or pooled.ci_high < 0) != (joint.ci_low > 0 or joint.ci_high < 0):
+            crossings.append(f"{row} vs {against}")
+        print(f"{row} vs {against} | {pooled.delta:+.2f} | [{pooled.ci_low:+.2f}, {pooled.ci_high:+.2f}] | "
+              f"[{joint.ci_low:+.2f}, {joint.ci_high:+.2f}] | {ratio:.2f}")
+    if ratios:
+        print(f"\n{len(ratios)} comparison{'s' if len(ratios) > 1 else ''}; width ratio {min(ratios):.2f}-{max(ratios):.2f}, "
+              f"median {statistics.median(ratios):.2f}; one interval excludes zero and the other does not: "
+              f"{', '.join(crossings) if crossings else 'none'}\n")
+
+
+def main() -> None:
+    for name in sys.argv[1:] or STUDIES:
+        report(name)
+
+
+if __name__ == "__main__":
+    main()
