@@ -4,9 +4,9 @@ The study tables' paired bootstrap pools a row's 3 seeds: it resamples each seed
 a sentence on its own, as if the pooled translations were 3,000 test sentences. Resampling the
 1,000 test sentences instead, with every seed's translation of each drawn together, keeps the
 seeds' translations of one sentence correlated. For each comparison this prints both 95%
-intervals (the same resamples as the tables: study.significance) and the ratio of their widths,
-then per study the range and median of the ratios and every comparison whose two intervals fall
-on different sides of zero.
+intervals (the tables' test and resamples: study.significance.paired_bootstrap_stats) and the
+ratio of their widths, then per study the range and median of the ratios and every comparison
+whose two intervals fall on different sides of zero.
 
 Each study compares every row with its table's reference row; the converged studies add the
 comparisons results/REPORT.md makes between other rows. Run from the repository root, with the
@@ -19,7 +19,7 @@ import pathlib
 import statistics
 import sys
 
-from study.significance import contrast_bootstrap_stats
+from study.significance import paired_bootstrap_stats
 from study.stored import load_stored_study
 from study.tables import finished_translations, paired_test, translation_stats
 
@@ -62,9 +62,9 @@ def report(name: str) -> None:
             print(f"{row} vs {against} | no seed finished in both rows")
             continue
         pooled = paired_test(rows[row], rows[against], study.references, stats_cache=cache)
-        joint = contrast_bootstrap_stats(  # BLEU statistics add up, so a sentence's seeds sum to one row
-            [sum(translation_stats(ours[s], study.references, cache) for s in seeds),
-             sum(translation_stats(theirs[s], study.references, cache) for s in seeds)], [1.0, -1.0])
+        joint = paired_bootstrap_stats(  # BLEU statistics add up, so a sentence's seeds sum to one row
+            sum(translation_stats(ours[s], study.references, cache) for s in seeds),
+            sum(translation_stats(theirs[s], study.references, cache) for s in seeds))
         ratio = (joint.ci_high - joint.ci_low) / (pooled.ci_high - pooled.ci_low)
         ratios.append(ratio)
         if (pooled.ci_low > 0 or pooled.ci_high < 0) != (joint.ci_low > 0 or joint.ci_high < 0):
