@@ -19,6 +19,7 @@ import pathlib
 import statistics
 import sys
 
+from nmt.cli import run_main
 from study.significance import paired_bootstrap_stats
 from study.stored import load_stored_study
 from study.tables import finished_translations, paired_test, translation_stats
@@ -77,10 +78,11 @@ def report(name: str) -> None:
               f"{', '.join(crossings) if crossings else 'none'}\n")
 
 
-def main() -> None:
-    for name in sys.argv[1:] or STUDIES:
+def main(argv: list[str] | None = None) -> int:
+    for name in (sys.argv[1:] if argv is None else argv) or STUDIES:
         report(name)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))  # a study that is not there: one line, exit 2
