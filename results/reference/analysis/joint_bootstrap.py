@@ -37,6 +37,7 @@ EXTRA_COMPARISONS = {  # (row, against) beyond each row against the reference, a
         ("GRU + CG (both)", "GRU + CG (both; t, s)"),
     ],
     "ablation_srnmt_m30k": [("- LayerNorm", "- Highway"), ("- Multi Attention", "- Highway")],  # finding 4
+    "depth_srnmt_m30k": [(f"SR-NMT {n}L", f"SR-NMT {n - 1}L") for n in range(3, 9)],  # finding 5: adjacent depths
 }
 
 
