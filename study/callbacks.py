@@ -160,7 +160,9 @@ class ProgressCallback(tune.Callback):
         # replays its finished trials in seconds and continues the others from their checkpoints
         self.trial_costs: list[float] = []  # training seconds of each finished trial
         self.row_costs: dict[str, list[float]] = {}  # the same by row label: rows can differ 3x in speed
-        self.trained: dict[str, tuple[str, float]] = {}  # key: (label, training seconds so far), unfinished
+        self.trial_epochs: list[float] = []  # epochs each finished trial trained (early stopping varies them)
+        # key: (label, training seconds so far, epochs so far), unfinished
+        self.trained: dict[str, tuple[str, float, float]] = {}
         # a grid's trials, {key: label}, so the ETA can price the ones not started by their rows
         self.planned = dict(planned or {})
         # a resumed study's trials that had finished ({key: stored metrics with their "label"}): done from
@@ -169,7 +171,7 @@ class ProgressCallback(tune.Callback):
         self.ended_keys: set[str] = set()  # keys of the trials this run has seen end
         for metrics in self.finished_before.values():
             self._note_best(metrics.get(metric), metrics.get("label", ""))
-            self._note_cost(metrics.get("elapsed_seconds"), metrics.get("label", ""))
+            self._note_cost(metrics.get("elapsed_seconds"), metrics.get("label", ""), metrics.get("epochs"))
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._print(trials, force=not self.last_line)  # the first start, then completions and every 30 s
@@ -183,10 +185,11 @@ class ProgressCallback(tune.Callback):
             before = key in self.finished_before
             self.ended_keys.add(key)
             if not before:
-                self._note_cost(result.get("elapsed_seconds"), label)
+                self._note_cost(result.get("elapsed_seconds"), label, result.get("epochs"))
             self._print_finished(trial, result, before)
         elif isinstance(result.get("elapsed_s"), (int, float)):
-            self.trained[key] = (label, result["elapsed_s"])
+            epochs = result.get("epochs_trained")
+            self.trained[key] = (label, result["elapsed_s"], epochs if isinstance(epochs, (int, float)) else 0.0)
         self._print(trials)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -215,10 +218,12 @@ class ProgressCallback(tune.Callback):
             if self.best is None or (value > self.best[0] if self.mode == "max" else value < self.best[0]):
                 self.best = (value, label)
 
-    def _note_cost(self, seconds, label: str) -> None:
+    def _note_cost(self, seconds, label: str, epochs=None) -> None:
         if isinstance(seconds, (int, float)) and seconds > 0:
             self.trial_costs.append(seconds)
             self.row_costs.setdefault(label, []).append(seconds)
+            if isinstance(epochs, (int, float)) and epochs > 0:
+                self.trial_epochs.append(epochs)
 
     def _print_finished(self, trial, result: dict, before: bool = False) -> None:
         """One line per finished trial: its row, seed, training progress and scores."""
@@ -249,22 +254,37 @@ class ProgressCallback(tune.Callback):
               f"{' (' + extra + ')' if extra else ''}{best}{self._eta(done)}", flush=True)
 
     def _eta(self, done: int) -> str:
-        """A trial not started costs the mean training time of its row's finished trials (of all
-        finished trials while its row has none, or for a search's samples), a trial under way the
-        rest of that mean; ``concurrency`` of them run at once."""
+        """A trial not started costs the mean training time of its row's finished trials, a trial under
+        way the rest of that mean; ``concurrency`` of them run at once. A row with no finished trial but
+        one under way is priced at that trial's time per epoch times the mean epochs of the finished
+        trials (a deeper row's epochs cost more); a row with neither, or a search's samples, at the mean
+        finished trial, and the line says how many rows are priced so."""
         if not self.trial_costs or done >= self.total:
             return ""
         overall = sum(self.trial_costs) / len(self.trial_costs)
+        mean_epochs = sum(self.trial_epochs) / len(self.trial_epochs) if self.trial_epochs else None
+        epoch_times: dict[str, list[float]] = {}
+        for label, seconds, epochs in self.trained.values():
+            if epochs > 0:
+                epoch_times.setdefault(label, []).append(seconds / epochs)
+        untimed: set[str] = set()
 
         def expected(label: str) -> float:
             costs = self.row_costs.get(label)
-            return sum(costs) / len(costs) if costs else overall
+            if costs:
+                return sum(costs) / len(costs)
+            if mean_epochs is not None and label in epoch_times:
+                return mean_epochs * sum(epoch_times[label]) / len(epoch_times[label])
+            untimed.add(label)
+            return overall
 
-        remaining = sum(max(expected(label) - seconds, 0.0) for label, seconds in self.trained.values())
+        remaining = sum(max(expected(label) - seconds, 0.0) for label, seconds, _ in self.trained.values())
         if self.planned:
             remaining += sum(expected(label) for key, label in self.planned.items()
                              if key not in self.trained and key not in self.ended_keys
                              and key not in self.finished_before)
         else:
             remaining += max(self.total - done - len(self.trained), 0) * overall
-        return f" | ETA {clock(remaining / self.concurrency)}"
+        note = f" ({len(untimed)} row{'' if len(untimed) == 1 else 's'} not timed yet, priced at the mean trial)" \
+            if untimed else ""
+        return f" | ETA {clock(remaining / self.concurrency)}{note}"

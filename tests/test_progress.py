@@ -91,7 +91,31 @@ def test_a_grid_prices_each_trial_left_by_its_own_rows_finished_trials(capsys):
     progress.on_trial_result(0, list(trials.values()), trials["3"], {"final": 0, "valid_bleu": 9.0, "elapsed_s": 500.0})
     # slow seed 1 not started: 5,000; the new row: the mean of all, 3,000; slow seed 3 under way: 4,500 left
     # (one mean over every row would say 2 x 3,000 + 2,500)
-    assert _eta_seconds(capsys.readouterr().out.strip().splitlines()[-1]) == 5000 + 3000 + 4500
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert _eta_seconds(line) == 5000 + 3000 + 4500
+    assert line.endswith("(1 row not timed yet, priced at the mean trial)")
+
+
+def test_a_row_under_way_is_priced_by_its_own_time_per_epoch(capsys):
+    # a depth study: 1L finished (40 epochs of 100 s), 6L's first trial under way at 200 s an epoch, 8L not started
+    labels = {"0": "1L", "1": "1L", "2": "6L", "3": "6L", "4": "8L"}
+    planned = {f"key{i}": label for i, label in labels.items()}
+    progress = ProgressCallback(total=5, metric="valid_bleu", mode="max", concurrency=1, every=0.0, planned=planned)
+    trials = {i: _trial(i, seed=1, label=label) for i, label in labels.items()}
+    for i in ("0", "1"):
+        progress.on_trial_result(0, list(trials.values()), trials[i], {"final": 1, "status": "ok", "valid_bleu": 30.0,
+                                                                       "elapsed_seconds": 4000.0, "epochs": 40})
+    progress.on_trial_result(0, list(trials.values()), trials["2"], {"final": 0, "valid_bleu": 9.0, "elapsed_s": 2000.0,
+                                                                     "epochs_trained": 10.0})
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    # 6L: 40 epochs x 200 s = 8,000 a trial, 6,000 of it left for the one under way; 8L: the mean trial, 4,000
+    # (pricing 6L at the mean trial would say 2,000 + 4,000 + 4,000)
+    assert _eta_seconds(line) == 6000 + 8000 + 4000
+    assert line.endswith("(1 row not timed yet, priced at the mean trial)")
+    progress.on_trial_result(0, list(trials.values()), trials["4"], {"final": 0, "valid_bleu": 9.0, "elapsed_s": 300.0,
+                                                                     "epochs_trained": 1.0})
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert _eta_seconds(line) == 6000 + 8000 + 40 * 300 - 300 and "not timed" not in line
 
 
 def test_durations_of_an_hour_and_more_show_hours():
