@@ -147,12 +147,30 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
                    label=f"{STILL_IMPROVING} still improving at its last epoch", zorder=3)
     if len(improving) or len(names) > 1:
         ax.legend(fontsize=7)
+    partial = partial_row_notes(ok)
     if all(isinstance(x, int) and not isinstance(x, bool) for x in ok["x"]):
-        ax.set_xticks(sorted(set(ok["x"])))
+        ticks = sorted(set(ok["x"]))
+        notes_at = {x: text for x, _, text in partial}  # under the tick: clear of the lines and error bars
+        ax.set_xticks(ticks, [f"{x}\n{notes_at[x]}" if x in notes_at else str(x) for x in ticks])
+    else:
+        for x, y, text in partial:
+            ax.annotate(text, (x, y), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom",
+                        fontsize=7, color="#444444")
     ax.set_xlabel(x_label)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     _title(ax, title, fig.get_size_inches()[0])
     return _save(plt, fig, path, notes)
+
+
+def partial_row_notes(points: pd.DataFrame) -> list[tuple[object, float, str]]:
+    """(x, mean BLEU, "1 of 3 seeds") for each point whose row has fewer scored seeds than planned:
+    a study still running draws a first seed's score as a point like the others, and without this
+    note only the missing error bar would tell it apart."""
+    if "seeds" not in points:
+        return []
+    return [(x, mean, f"{int(n)} of {int(seeds)} seed{'' if int(seeds) == 1 else 's'}")
+            for x, mean, n, seeds in zip(points["x"], points["bleu_mean"], points["n"], points["seeds"])
+            if 0 < n < seeds]
 
 
 def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:

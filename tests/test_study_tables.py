@@ -208,6 +208,18 @@ table: {plot: line, x: model.enc_layers}
     assert set(line_series(depth, [t.config for t in expand(depth)], "model.enc_layers")) == {""}
 
 
+def test_a_line_plot_says_which_points_have_fewer_seeds_than_planned():
+    from study.plots import partial_row_notes
+
+    records = [record("SR-NMT 1L", 0, seed, "ok", 30.0 + seed) for seed in (1, 2, 3)]
+    records += [record("SR-NMT 2L", 1, 1, "ok", 33.0), record("SR-NMT 2L", 1, 2, "running", 0.0)]
+    rows = build_table(records, "t", "SR-NMT 1L", None).rows.set_index("label")
+    rows.loc["SR-NMT 2L", "seeds"] = 3  # seed 3 not started: the planned count comes from the study
+    points = rows.reset_index().assign(x=[1, 2])
+    assert partial_row_notes(points) == [(2, 33.0, "1 of 3 seeds")]
+    assert partial_row_notes(points.assign(seeds=[3, 1])) == []  # every planned seed scored
+
+
 def trained(label, row, seed, epochs, best, status="ok", bleu=30.0, stop_reason="max epochs"):
     r = record(label, row, seed, status, bleu)
     r["metrics"].update(epochs=float(epochs), best_epoch=float(best), stop_reason=stop_reason)
