@@ -166,9 +166,7 @@ def partial_row_notes(points: pd.DataFrame) -> list[tuple[object, float, str]]:
     """(x, mean BLEU, "1 of 3 seeds") for each point whose row has fewer scored seeds than planned:
     a study still running draws a first seed's score as a point like the others, and without this
     note only the missing error bar would tell it apart."""
-    if "seeds" not in points:
-        return []
-    return [(x, mean, f"{int(n)} of {int(seeds)} seed{'' if int(seeds) == 1 else 's'}")
+    return [(x, mean, f"{int(n)} of {int(seeds)} seeds")
             for x, mean, n, seeds in zip(points["x"], points["bleu_mean"], points["n"], points["seeds"])
             if 0 < n < seeds]
 
