@@ -114,7 +114,7 @@ def ablation_additivity(spec: StudySpec, table: StudyTable, records: list[dict],
         # mean(combined) - sum(mean(single)) + (k - 1) mean(full model)
         weights = {label: 1.0, **{name: -1.0 for name in singles}, table.reference: float(len(singles) - 1)}
         rows.append(_measure(label, singles, table.reference, weights, table_rows,
-                             _contrast_test(weights, records, references_text, stats_cache)))
+                             contrast_test(weights, records, references_text, stats_cache)))
     frame = pd.DataFrame(rows)
     if table.rows.attrs.get("translation_note"):  # the same files leave this table's bootstrap blank
         frame.attrs["translation_note"] = table.rows.attrs["translation_note"]
@@ -140,7 +140,7 @@ def _measure(label: str, singles: list[str], reference: str, weights: dict[str, 
             "status": "ok" if not incomplete else "; ".join(incomplete)}
 
 
-def _contrast_test(weights: dict[str, float], records: list[dict], references_text: list[str] | None,
+def contrast_test(weights: dict[str, float], records: list[dict], references_text: list[str] | None,
                    cache: dict[str, np.ndarray | None]) -> tuple[int, PairedBootstrap]:
     """The paired bootstrap of the weighted rows over the seeds all of them finished, and how many
     seeds that is; NaN without the test references or with a translation of another length."""

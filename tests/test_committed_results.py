@@ -46,33 +46,3 @@ def test_committed_tables_are_rebuilt_exactly(name, tmp_path, capsys):
     assert EMBEDDED_PNG.sub("PNG", report) == EMBEDDED_PNG.sub("PNG", committed)
     assert len(EMBEDDED_PNG.findall(report)) == len(list(copy.rglob("*.png"))) > 0
 
-
-def test_depth_speed_table_times_the_depth_study_s_own_models():
-    """Finding 5's speed table (analysis/depth_speed.txt) times the models depth_srnmt_m30k trains: every
-    SR-NMT row has the parameters that study's finished trials recorded, and the script still builds
-    the models of every row, the LSTM 2L baseline included, with the parameters in the table."""
-    import importlib.util
-
-    import yaml
-
-    from nmt.bench import model_config
-    from nmt.model import build_model
-
-    script = RESULTS / "analysis" / "depth_speed.py"
-    spec = importlib.util.spec_from_file_location("depth_speed", script)
-    depth_speed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(depth_speed)
-    rows = dict(re.findall(r"^\| ((?:SR-NMT \d+|LSTM 2)L) \| ([\d,]+) \|", (RESULTS / "analysis" / "depth_speed.txt")
-                           .read_text(encoding="utf-8"), re.M))
-    assert len(rows) == 9
-    study_file = RESULTS.parent.parent / depth_speed.STUDY_FILE
-    vocab = depth_speed.vocabulary(study_file)
-    for name, section in depth_speed.model_sections(study_file, 8).items():
-        assert build_model(model_config(section), vocab, vocab).parameter_count == int(rows[name].replace(",", "")), name
-    trained = {}
-    for metrics in (RESULTS / "ray" / "depth_srnmt_m30k" / "finished").glob("*/metrics.json"):
-        layers = yaml.safe_load((metrics.parent / "config.yaml").read_text(encoding="utf-8"))["model"]["enc_layers"]
-        trained[f"SR-NMT {layers}L"] = json.loads(metrics.read_text(encoding="utf-8"))["params"]
-    assert len(trained) >= 5
-    for name, params in trained.items():
-        assert int(rows[name].replace(",", "")) == params, name
