@@ -24,28 +24,68 @@ def _script(name: str):
     return module
 
 
-def test_depth_speed_table_times_the_depth_study_s_own_models():
-    """Finding 5's speed table (depth_speed.txt) times the models depth_srnmt_m30k trains: every
-    SR-NMT row has the parameters that study's finished trials recorded, and the script still builds
-    the models of every row, the LSTM 2L baseline included, with the parameters in the table."""
+SPEED_TABLES = {  # the committed table, its study file and the extra rows its command in commands.txt adds
+    "row_speed_depth_srnmt_m30k.txt": ("search_spaces/multi30k/depth_srnmt_m30k.yaml", [
+        "LSTM 2L: {model.cell: lstm, model.enc_layers: 2, model.dec_layers: 2, model.attention: mlp, "
+        "model.srnmt: null, model.plain_output: false}"]),
+    "row_speed_cells_m30k.txt": ("search_spaces/multi30k/cells_m30k.yaml", []),
+    "row_speed_fsmn_m30k.txt": ("search_spaces/multi30k/fsmn_m30k.yaml", []),
+}
+
+
+def _speed_rows(table: str) -> dict[str, tuple[int, int]]:
+    """{row label: (params, weight matrices)} of a committed speed table."""
+    rows = re.findall(r"^\| ([^|]+?) \| ([\d,]+) \| (\d+) \|", (ANALYSIS / table).read_text(encoding="utf-8"), re.M)
+    return {label: (int(params.replace(",", "")), int(matrices)) for label, params, matrices in rows}
+
+
+@pytest.mark.parametrize("table", sorted(SPEED_TABLES))
+def test_speed_tables_time_the_studies_own_models(table):
+    """Every committed speed table (the speed halves of findings 1, 5 and 7) times the models its study
+    builds: row_speed.py still builds every row, the extra ones included, with the parameters and
+    weight matrices in the table, and the command in commands.txt is the one these rows came from."""
     from nmt.bench import model_config
     from nmt.model import build_model
 
-    depth_speed = _script("depth_speed")
-    rows = dict(re.findall(r"^\| ((?:SR-NMT \d+|LSTM 2)L) \| ([\d,]+) \|",
-                           (ANALYSIS / "depth_speed.txt").read_text(encoding="utf-8"), re.M))
-    assert len(rows) == 9
-    study_file = RESULTS.parent.parent / depth_speed.STUDY_FILE
-    vocab = depth_speed.vocabulary(study_file)
-    for name, section in depth_speed.model_sections(study_file, 8).items():
-        assert build_model(model_config(section), vocab, vocab).parameter_count == int(rows[name].replace(",", "")), name
+    row_speed = _script("row_speed")
+    study_file, extras = SPEED_TABLES[table]
+    committed = _speed_rows(table)
+    models, vocab = row_speed.row_models(str(ANALYSIS.parents[2] / study_file), extras)
+    assert list(committed) == list(models)
+    for label, section in models.items():
+        model = build_model(model_config(section), vocab, vocab)
+        assert (model.parameter_count, model.weight_matrices) == committed[label], label
+    commands = (ANALYSIS / "commands.txt").read_text(encoding="utf-8")
+    assert f"row_speed.py {study_file}" in commands and f"> results/reference/analysis/{table}" in commands
+    for extra in extras:
+        assert f"--extra '{extra}'" in commands
+
+
+def test_depth_speed_rows_have_the_parameters_the_depth_trials_recorded():
+    """The depth study's speed table measures the models its trials trained."""
+    committed = _speed_rows("row_speed_depth_srnmt_m30k.txt")
     trained = {}
     for metrics in (RESULTS / "ray" / "depth_srnmt_m30k" / "finished").glob("*/metrics.json"):
         layers = yaml.safe_load((metrics.parent / "config.yaml").read_text(encoding="utf-8"))["model"]["enc_layers"]
         trained[f"SR-NMT {layers}L"] = json.loads(metrics.read_text(encoding="utf-8"))["params"]
     assert len(trained) >= 5
-    for name, params in trained.items():
-        assert int(rows[name].replace(",", "")) == params, name
+    for label, params in trained.items():
+        assert committed[label][0] == params, label
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--extra", "LSTM 2L"], "--extra 'LSTM 2L': give one row as"),
+    (["--extra", "SR-NMT 1L: {model.cell: lstm}"], "--extra 'SR-NMT 1L': the study has a row of that name"),
+    (["--against", "LSTM 9L"], "--against 'LSTM 9L': no such row"),
+    (["--runs", "0"], "--runs 0: give a whole number"),
+    (["--batch", "128"], "--batch 128: give sentences x pieces")])
+def test_row_speed_rejects_bad_input_in_one_line(args, message, capsys):
+    from nmt.cli import run_main
+
+    study_file = str(ANALYSIS.parents[2] / "search_spaces/multi30k/depth_srnmt_m30k.yaml")
+    assert run_main(_script("row_speed").main, [study_file, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("depths", [[1, 2, 3, 4, 5, 6, 7, 8], [2, 3, 4, 5], [1, 3, 4, 8]])
