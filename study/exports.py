@@ -50,7 +50,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
             x_key = spec.fields.table.x
             by_label = {t.label: t for t in expand(spec)}
             configs = [by_label[label].config for label in table.rows["label"]]
-            outputs += plots.line_plot(table.rows, [_lookup(config, x_key) for config in configs], axis_name(x_key),
+            outputs += plots.line_plot(table.rows, [_lookup(config, x_key) for config in configs], x_axis_name(spec, x_key),
                                        title, study_dir / f"bleu_vs_{x_key.split('.')[-1]}.png",
                                        line_series(spec, configs, x_key))
     outputs += [progress_file] if progress_file else []
@@ -70,6 +70,13 @@ def printed_tables(study_dir: Path, outputs: list[Path]) -> str:
 def shown_path(path: Path) -> str:
     """A path relative to the working directory when it is inside it."""
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def x_axis_name(spec: StudySpec, x_key: str) -> str:
+    """The line plot's x axis: a key that a grid axis links with others ("a+b": every row sets
+    them alike) is named with them, so a depth axis says that the decoder deepens too."""
+    linked = [axis for axis in (spec.fields.grid or {}) if x_key in axis.split("+") and "+" in axis]
+    return axis_name(linked[0] if linked else x_key)
 
 
 def line_series(spec: StudySpec, configs: list[dict], x_key: str) -> list[str]:

@@ -40,9 +40,13 @@ AXES = {
     "model.enc_layers": "encoder layers", "model.dec_layers": "decoder layers", "model.hidden": "hidden size",
     "model.emb": "embedding size", "model.dropout": "dropout", "model.cell": "recurrent unit",
     "train.lr": "learning rate", "train.batch_tokens": "batch size (tokens)", "train.max_epochs": "epochs",
+    "model.enc_layers+model.dec_layers": "encoder and decoder layers (each)",
 }
 
 
 def axis_name(key: str) -> str:
-    """A readable name of a config key: "model.enc_layers" -> "encoder layers"."""
+    """A readable name of a config key or of a grid axis that links keys: "model.enc_layers" ->
+    "encoder layers"; "model.hidden+model.emb" -> "hidden size = embedding size"."""
+    if key not in AXES and "+" in key:
+        return " = ".join(axis_name(part) for part in key.split("+"))
     return AXES.get(key, key.split(".")[-1].replace("_", " "))

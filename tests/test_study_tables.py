@@ -208,6 +208,25 @@ table: {plot: line, x: model.enc_layers}
     assert set(line_series(depth, [t.config for t in expand(depth)], "model.enc_layers")) == {""}
 
 
+def test_a_line_plot_names_every_key_its_x_axis_links(tmp_path):
+    from study.exports import x_axis_name
+    from study.spec import load_study
+
+    assert x_axis_name(load_study("depth_srnmt"), "model.enc_layers") == "encoder and decoder layers (each)"
+    path = tmp_path / "widths.yaml"
+    path.write_text("""name: widths
+description: width x depth
+data: {preset: synthetic, size: 300}
+grid:
+  model.hidden+model.emb: [32, 64]
+  model.enc_layers: [1, 2]
+table: {plot: line, x: model.hidden}
+""")
+    spec = load_study(str(path))
+    assert x_axis_name(spec, "model.hidden") == "hidden size = embedding size"
+    assert x_axis_name(spec, "model.enc_layers") == "encoder layers"  # an axis of its own
+
+
 def test_a_line_plot_says_which_points_have_fewer_seeds_than_planned():
     from study.plots import partial_row_notes
 
