@@ -141,7 +141,7 @@ def _measure(label: str, singles: list[str], reference: str, weights: dict[str, 
 
 
 def contrast_test(weights: dict[str, float], records: list[dict], references_text: list[str] | None,
-                   cache: dict[str, np.ndarray | None]) -> tuple[int, PairedBootstrap]:
+                  cache: dict[str, np.ndarray | None]) -> tuple[int, PairedBootstrap]:
     """The paired bootstrap of the weighted rows over the seeds all of them finished, and how many
     seeds that is; NaN without the test references or with a translation of another length."""
     if references_text is None:

@@ -45,4 +45,3 @@ def test_committed_tables_are_rebuilt_exactly(name, tmp_path, capsys):
     report, committed = ((folder / "report.html").read_text(encoding="utf-8") for folder in (copy, RESULTS / name))
     assert EMBEDDED_PNG.sub("PNG", report) == EMBEDDED_PNG.sub("PNG", committed)
     assert len(EMBEDDED_PNG.findall(report)) == len(list(copy.rglob("*.png"))) > 0
-
