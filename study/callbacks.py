@@ -4,12 +4,14 @@ the trial store (which trials Ray gave up on)."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 from ray import tune
 
 from nmt.durations import clock
 
+from study.row_cost import epoch_seconds_for
 from study.storage import StorageStopper
 from study.tracking import EPOCH_LOGGED, StudyTracker
 from study.trainable import SAMPLE, sampled_params, trial_config, trial_key
@@ -146,7 +148,8 @@ class ProgressCallback(tune.Callback):
     running / done / diverged / failed, the best result so far and an ETA."""
 
     def __init__(self, total: int, metric: str, mode: str, concurrency: int, every: float = 30.0,
-                 finished_before: dict[str, dict] | None = None, planned: dict[str, str] | None = None):
+                 finished_before: dict[str, dict] | None = None, planned: dict[str, str] | None = None,
+                 row_work: dict[str, float] | None = None):
         self.total = total
         self.metric = metric
         self.mode = mode
@@ -161,6 +164,9 @@ class ProgressCallback(tune.Callback):
         self.trial_costs: list[float] = []  # training seconds of each finished trial
         self.row_costs: dict[str, list[float]] = {}  # the same by row label: rows can differ 3x in speed
         self.trial_epochs: list[float] = []  # epochs each finished trial trained (early stopping varies them)
+        self.row_epoch_seconds: dict[str, list[float]] = {}  # seconds an epoch of each finished trial, by row
+        # each row's forward products per token (study.row_cost): prices the rows not timed yet from those timed
+        self.row_work = dict(row_work or {})
         # key: (label, training seconds so far, epochs so far), unfinished
         self.trained: dict[str, tuple[str, float, float]] = {}
         # a grid's trials, {key: label}, so the ETA can price the ones not started by their rows
@@ -224,6 +230,7 @@ class ProgressCallback(tune.Callback):
             self.row_costs.setdefault(label, []).append(seconds)
             if isinstance(epochs, (int, float)) and epochs > 0:
                 self.trial_epochs.append(epochs)
+                self.row_epoch_seconds.setdefault(label, []).append(seconds / epochs)
 
     def _print_finished(self, trial, result: dict, before: bool = False) -> None:
         """One line per finished trial: its row, seed, training progress and scores."""
@@ -257,8 +264,10 @@ class ProgressCallback(tune.Callback):
         """A trial not started costs the mean training time of its row's finished trials, a trial under
         way the rest of that mean; ``concurrency`` of them run at once. A row with no finished trial but
         one under way is priced at that trial's time per epoch times the mean epochs of the finished
-        trials (a deeper row's epochs cost more); a row with neither, or a search's samples, at the mean
-        finished trial, and the line says how many rows are priced so."""
+        trials (a deeper row's epochs cost more); a row with neither at the time per epoch its model's
+        size predicts from the rows timed so far (``study.row_cost``), times those mean epochs; a row
+        without a size, or a search's samples, at the mean finished trial. The line says how many rows
+        are priced by size or at the mean trial."""
         if not self.trial_costs or done >= self.total:
             return ""
         overall = sum(self.trial_costs) / len(self.trial_costs)
@@ -268,6 +277,9 @@ class ProgressCallback(tune.Callback):
             if epochs > 0:
                 epoch_times.setdefault(label, []).append(seconds / epochs)
         untimed: set[str] = set()
+        sized: set[str] = set()
+        per_epoch = {label: statistics.fmean(times) for label, times in {**epoch_times, **self.row_epoch_seconds}.items()}
+        timed = [(self.row_work[label], seconds) for label, seconds in per_epoch.items() if label in self.row_work]
 
         def expected(label: str) -> float:
             costs = self.row_costs.get(label)
@@ -275,6 +287,11 @@ class ProgressCallback(tune.Callback):
                 return sum(costs) / len(costs)
             if mean_epochs is not None and label in epoch_times:
                 return mean_epochs * sum(epoch_times[label]) / len(epoch_times[label])
+            if mean_epochs is not None and label in self.row_work:
+                seconds = epoch_seconds_for(self.row_work[label], timed)
+                if seconds is not None:
+                    sized.add(label)
+                    return mean_epochs * seconds
             untimed.add(label)
             return overall
 
@@ -285,6 +302,7 @@ class ProgressCallback(tune.Callback):
                              and key not in self.finished_before)
         else:
             remaining += max(self.total - done - len(self.trained), 0) * overall
-        note = f" ({len(untimed)} row{'' if len(untimed) == 1 else 's'} not timed yet, priced at the mean trial)" \
-            if untimed else ""
-        return f" | ETA {clock(remaining / self.concurrency)}{note}"
+        notes = [f"{len(rows)} row{'' if len(rows) == 1 else 's'} not timed yet, priced {how}"
+                 for rows, how in ((sized, "by its model's size" if len(sized) == 1 else "by their models' size"),
+                                   (untimed, "at the mean trial")) if rows]
+        return f" | ETA {clock(remaining / self.concurrency)}{' (' + '; '.join(notes) + ')' if notes else ''}"

@@ -40,6 +40,7 @@ from study.ray_setup import (BackgroundShutdown, check_address, check_cluster_fi
 from study.results import experiment_dir, load_records
 from study.resume_checks import check_extension, check_resumable, check_resumable_changes, resume_command, study_argument
 from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
+from study.row_cost import row_work
 from study.spec import StudySpec, Trial, expand, portable_tree, spec_to_dict, study_axes
 from study.storage import StorageStopper, check_storage
 from study.stored import STATE_FILE, is_smoke_run, read_state
@@ -206,7 +207,9 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                   flush=True)
             storage = StorageStopper(exp_dir)
             with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
-                tuner, to_run = build_tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage))
+                work = None if spec.fields.search is not None else row_work(trials, stats)
+                tuner, to_run = build_tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage),
+                                            row_work=work)
                 if to_run:
                     try:
                         tuner.fit()

@@ -17,13 +17,14 @@ from study.trial_store import TrialStore
 
 
 def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: StudyTracker, results_root: Path,
-           exp_dir: Path, storage: StorageStopper, ray_storage: Path):
+           exp_dir: Path, storage: StorageStopper, ray_storage: Path, row_work: dict[str, float] | None = None):
     """A new Tuner on every run, also a resumed one: finished trials only report their stored
     result again, unfinished ones continue from their own checkpoints (study.trial_store). Ray's
     own experiment files (pickles) go to ``ray_storage``, a private temporary directory of the
     driver, never into the results directory, and are never read back: no results directory,
     shared or not, can make the driver unpickle anything, and a full results disk cannot break
-    Ray's bookkeeping."""
+    Ray's bookkeeping. ``row_work`` (study.row_cost) lets the progress line price the rows it has
+    not timed yet by their models' size."""
     from ray import tune
 
     from study.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
@@ -49,7 +50,7 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
                  ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before,
                                   planned=None if spec.fields.search is not None else
-                                  {trial.key: trial.label for trial in trials})]
+                                  {trial.key: trial.label for trial in trials}, row_work=row_work)]
     if spec.fields.search is not None:
         callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
     if spec.fields.scheduler.type == "asha":

@@ -118,6 +118,64 @@ def test_a_row_under_way_is_priced_by_its_own_time_per_epoch(capsys):
     assert _eta_seconds(line) == 6000 + 8000 + 40 * 300 - 300 and "not timed" not in line
 
 
+def test_a_row_not_started_is_priced_by_its_model_s_size(capsys):
+    # a depth study: 1L and 2L finished (40 epochs of 100 and 130 s), 3L under way at 160 s an epoch,
+    # 4L not started; by their products per token the rows' epochs line up on a straight line
+    labels = {"0": "1L", "1": "2L", "2": "3L", "3": "4L"}
+    planned = {f"key{i}": label for i, label in labels.items()}
+    work = {"1L": 2.0e6, "2L": 3.0e6, "3L": 4.0e6, "4L": 5.0e6}
+    trials = {i: _trial(i, seed=1, label=label) for i, label in labels.items()}
+
+    def last_line(progress: ProgressCallback) -> str:
+        for i, cost in (("0", 4000.0), ("1", 5200.0)):
+            progress.on_trial_result(0, list(trials.values()), trials[i], {"final": 1, "status": "ok",
+                                                                           "valid_bleu": 30.0,
+                                                                           "elapsed_seconds": cost, "epochs": 40})
+        progress.on_trial_result(0, list(trials.values()), trials["2"], {"final": 0, "valid_bleu": 9.0,
+                                                                         "elapsed_s": 1600.0, "epochs_trained": 10.0})
+        return capsys.readouterr().out.strip().splitlines()[-1]
+
+    line = last_line(ProgressCallback(total=4, metric="valid_bleu", mode="max", concurrency=1, every=0.0,
+                                      planned=planned, row_work=work))
+    # 3L: 40 x 160 s, 6,400 - 1,600 left; 4L: the line through (2, 100), (3, 130), (4, 160) gives 190 s an epoch
+    # (the mean trial, 4,600 s, would underprice it by 3,000 s)
+    assert _eta_seconds(line) == 4800 + 40 * 190
+    assert line.endswith("(1 row not timed yet, priced by its model's size)")
+    # without sizes the same row is priced at the mean trial, as before
+    line = last_line(ProgressCallback(total=4, metric="valid_bleu", mode="max", concurrency=1, every=0.0,
+                                      planned=planned))
+    assert _eta_seconds(line) == 4800 + 4600 and line.endswith("(1 row not timed yet, priced at the mean trial)")
+
+
+def test_epoch_seconds_from_the_rows_timed_so_far():
+    from study.row_cost import epoch_seconds_for
+
+    assert epoch_seconds_for(3.0, []) is None
+    assert epoch_seconds_for(3.0, [(2.0, 100.0)]) == 150.0  # one timed row: in proportion
+    assert epoch_seconds_for(3.0, [(2.0, 100.0), (2.0, 120.0)]) == 165.0  # one size timed twice: the mean ratio
+    assert abs(epoch_seconds_for(5.0, [(2.0, 100.0), (3.0, 130.0), (4.0, 160.0)]) - 190.0) < 1e-9  # the line
+    # a line that would price a smaller row at nothing or less falls back to proportion
+    assert epoch_seconds_for(1.0, [(4.0, 10.0), (5.0, 100.0)]) == (10.0 / 4.0 + 100.0 / 5.0) / 2
+
+
+def test_row_work_is_each_row_s_products_per_token_before_any_trial_runs():
+    """Built on the meta device, each row's model counts what the same model built for training counts."""
+    from nmt.bench import forward_flops_per_token
+    from nmt.config import config_from_dict
+    from nmt.model import build_model
+    from study.row_cost import row_work
+    from study.spec import expand, load_study
+
+    trials = expand(load_study("depth_srnmt"))
+    stats = {"train_tgt_tokens": 16000, "train_pairs": 1000, "src_vocab": 800, "tgt_vocab": 700}
+    work = row_work(trials, stats)
+    assert list(work) == list(dict.fromkeys(t.label for t in trials))
+    assert all(a < b for a, b in zip(work.values(), list(work.values())[1:]))  # deeper rows, more products
+    first = trials[0]
+    model = build_model(config_from_dict(first.config, source="test").model, 800, 700)
+    assert work[first.label] == forward_flops_per_token(model, 16)
+
+
 def test_durations_of_an_hour_and_more_show_hours():
     assert clock(59.9) == "0m59s"
     assert clock(7 * 60 + 5) == "7m05s"
