@@ -265,7 +265,8 @@ class ProgressCallback(tune.Callback):
         way the rest of that mean; ``concurrency`` of them run at once. A row with no finished trial but
         one under way is priced at that trial's time per epoch times the mean epochs of the finished
         trials (a deeper row's epochs cost more); a row with neither at the time per epoch its model's
-        size predicts from the rows timed so far (``study.row_cost``), times those mean epochs; a row
+        size predicts from the rows timed so far (``study.row_cost.epoch_seconds_for``), times those
+        mean epochs; a row
         without a size, or a search's samples, at the mean finished trial. The line says how many rows
         are priced by size or at the mean trial."""
         if not self.trial_costs or done >= self.total:

@@ -119,15 +119,15 @@ def test_a_row_under_way_is_priced_by_its_own_time_per_epoch(capsys):
 
 
 def test_a_row_not_started_is_priced_by_its_model_s_size(capsys):
-    # a depth study: 1L and 2L finished (40 epochs of 100 and 130 s), 3L under way at 160 s an epoch,
-    # 4L not started; by their products per token the rows' epochs line up on a straight line
+    # a depth study: 1L and 2L finished (40 epochs of 100 and 150 s), 3L under way at 160 s an epoch
+    # (slowed by other work), 4L not started
     labels = {"0": "1L", "1": "2L", "2": "3L", "3": "4L"}
     planned = {f"key{i}": label for i, label in labels.items()}
     work = {"1L": 2.0e6, "2L": 3.0e6, "3L": 4.0e6, "4L": 5.0e6}
     trials = {i: _trial(i, seed=1, label=label) for i, label in labels.items()}
 
     def last_line(progress: ProgressCallback) -> str:
-        for i, cost in (("0", 4000.0), ("1", 5200.0)):
+        for i, cost in (("0", 4000.0), ("1", 6000.0)):
             progress.on_trial_result(0, list(trials.values()), trials[i], {"final": 1, "status": "ok",
                                                                            "valid_bleu": 30.0,
                                                                            "elapsed_seconds": cost, "epochs": 40})
@@ -137,14 +137,14 @@ def test_a_row_not_started_is_priced_by_its_model_s_size(capsys):
 
     line = last_line(ProgressCallback(total=4, metric="valid_bleu", mode="max", concurrency=1, every=0.0,
                                       planned=planned, row_work=work))
-    # 3L: 40 x 160 s, 6,400 - 1,600 left; 4L: the line through (2, 100), (3, 130), (4, 160) gives 190 s an epoch
-    # (the mean trial, 4,600 s, would underprice it by 3,000 s)
-    assert _eta_seconds(line) == 4800 + 40 * 190
+    # 3L: 40 x 160 s, 6,400 - 1,600 left; 4L: 5 x the median of 100/2, 150/3, 160/4 seconds an epoch per unit
+    # of work, 250 s, 40 epochs (the mean trial, 5,000 s, would underprice it by half)
+    assert _eta_seconds(line) == 4800 + 40 * 250
     assert line.endswith("(1 row not timed yet, priced by its model's size)")
     # without sizes the same row is priced at the mean trial, as before
     line = last_line(ProgressCallback(total=4, metric="valid_bleu", mode="max", concurrency=1, every=0.0,
                                       planned=planned))
-    assert _eta_seconds(line) == 4800 + 4600 and line.endswith("(1 row not timed yet, priced at the mean trial)")
+    assert _eta_seconds(line) == 4800 + 5000 and line.endswith("(1 row not timed yet, priced at the mean trial)")
 
 
 def test_epoch_seconds_from_the_rows_timed_so_far():
@@ -152,10 +152,9 @@ def test_epoch_seconds_from_the_rows_timed_so_far():
 
     assert epoch_seconds_for(3.0, []) is None
     assert epoch_seconds_for(3.0, [(2.0, 100.0)]) == 150.0  # one timed row: in proportion
-    assert epoch_seconds_for(3.0, [(2.0, 100.0), (2.0, 120.0)]) == 165.0  # one size timed twice: the mean ratio
-    assert abs(epoch_seconds_for(5.0, [(2.0, 100.0), (3.0, 130.0), (4.0, 160.0)]) - 190.0) < 1e-9  # the line
-    # a line that would price a smaller row at nothing or less falls back to proportion
-    assert epoch_seconds_for(1.0, [(4.0, 10.0), (5.0, 100.0)]) == (10.0 / 4.0 + 100.0 / 5.0) / 2
+    # the median seconds per unit of work: one row slowed 3x by other work barely moves it
+    assert epoch_seconds_for(5.0, [(2.0, 100.0), (3.0, 150.0), (4.0, 600.0)]) == 250.0
+    assert epoch_seconds_for(5.0, [(2.0, 100.0), (4.0, 240.0)]) == 5.0 * 55.0
 
 
 def test_row_work_is_each_row_s_products_per_token_before_any_trial_runs():
