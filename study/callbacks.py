@@ -266,9 +266,8 @@ class ProgressCallback(tune.Callback):
         one under way is priced at that trial's time per epoch times the mean epochs of the finished
         trials (a deeper row's epochs cost more); a row with neither at the time per epoch its model's
         size predicts from the rows timed so far (``study.row_cost.epoch_seconds_for``), times those
-        mean epochs; a row
-        without a size, or a search's samples, at the mean finished trial. The line says how many rows
-        are priced by size or at the mean trial."""
+        mean epochs; a row without a size, or a search's samples, at the mean finished trial. The
+        line says how many rows are priced by size or at the mean trial."""
         if not self.trial_costs or done >= self.total:
             return ""
         overall = sum(self.trial_costs) / len(self.trial_costs)
