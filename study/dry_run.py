@@ -23,6 +23,7 @@ from nmt.config import config_from_dict
 from nmt.memory import keep_freed_memory
 from study.longer_budget import extension_outcome
 from study.migration import Move
+from study.row_cost import mean_target_length
 from study.spec import StudySpec, Trial, expand
 from study.trial_store import TrialStore
 
@@ -36,7 +37,7 @@ def time_row(config: dict, stats: dict) -> dict:
     from nmt.search import beam_search, greedy_decode
 
     cfg = config_from_dict(config, source="dry run")
-    length = max(2, round(stats["train_tgt_tokens"] / max(1, stats["train_pairs"])))
+    length = mean_target_length(stats)
     batch = max(1, cfg.train.batch_tokens // (length + 1))
     torch.manual_seed(0)
     prepared = prepare_model(config["model"], batch, length, stats["tgt_vocab"], torch.device("cpu"))

@@ -10,6 +10,12 @@ import statistics
 from study.spec import Trial
 
 
+def mean_target_length(stats: dict) -> int:
+    """A training sentence's mean target length in pieces (at least 2): the shape of the batches
+    that time or count a row's model before it trains."""
+    return max(2, round(stats["train_tgt_tokens"] / max(1, stats["train_pairs"])))
+
+
 def row_work(trials: list[Trial], stats: dict) -> dict[str, float]:
     """{row label: forward products per target token}, for the corpus ``stats`` of
     ``study.runner.prepare_data``. A row whose model cannot be built is left out: its trials fail
@@ -21,7 +27,7 @@ def row_work(trials: list[Trial], stats: dict) -> dict[str, float]:
     from nmt.errors import UserError
     from nmt.model import build_model
 
-    length = max(2, round(stats["train_tgt_tokens"] / max(1, stats["train_pairs"])))
+    length = mean_target_length(stats)
     work: dict[str, float] = {}
     for trial in trials:
         if trial.label in work:
