@@ -97,22 +97,29 @@ def has_additivity(spec: StudySpec) -> bool:
     return spec.kind == "ablation" and len(spec.fields.ablate or []) >= 2
 
 
+def departure_contrasts(spec: StudySpec, reference: str) -> dict[str, tuple[list[str], dict[str, float]]]:
+    """Each combined ablation's label -> (its single ablations' labels, the weights of its departure
+    ``mean(combined) - sum(mean(single)) + (k - 1) mean(full model)`` by row label)."""
+    removed = removed_components(spec)
+    single = {components[0]: label for label, components in removed.items() if len(components) == 1}
+    contrasts = {}
+    for label, components in removed.items():
+        if len(components) >= 2:
+            singles = [single[key] for key in components]
+            contrasts[label] = (singles, {label: 1.0, **{name: -1.0 for name in singles},
+                                          reference: float(len(singles) - 1)})
+    return contrasts
+
+
 def ablation_additivity(spec: StudySpec, table: StudyTable, records: list[dict],
                         references_text: list[str] | None) -> Additivity | None:
     """The additivity table of an ablation study with two or more components; None for any other study."""
     if not has_additivity(spec) or table.reference is None:
         return None
-    removed = removed_components(spec)
-    single = {components[0]: label for label, components in removed.items() if len(components) == 1}
     table_rows = {row["label"]: row for row in table.rows.to_dict("records")}
     stats_cache: dict[str, np.ndarray | None] = {}
     rows = []
-    for label, components in removed.items():
-        if len(components) < 2:
-            continue
-        singles = [single[key] for key in components]
-        # mean(combined) - sum(mean(single)) + (k - 1) mean(full model)
-        weights = {label: 1.0, **{name: -1.0 for name in singles}, table.reference: float(len(singles) - 1)}
+    for label, (singles, weights) in departure_contrasts(spec, table.reference).items():
         rows.append(_measure(label, singles, table.reference, weights, table_rows,
                              contrast_test(weights, records, references_text, stats_cache)))
     frame = pd.DataFrame(rows)
@@ -141,9 +148,12 @@ def _measure(label: str, singles: list[str], reference: str, weights: dict[str, 
 
 
 def contrast_test(weights: dict[str, float], records: list[dict], references_text: list[str] | None,
-                  cache: dict[str, np.ndarray | None]) -> tuple[int, PairedBootstrap]:
+                  cache: dict[str, np.ndarray | None], seeds_together: bool = False) -> tuple[int, PairedBootstrap]:
     """The paired bootstrap of the weighted rows over the seeds all of them finished, and how many
-    seeds that is; NaN without the test references or with a translation of another length."""
+    seeds that is; NaN without the test references or with a translation of another length.
+    The tables concatenate a row's seeds and resample each seed's translation of a sentence on its
+    own; ``seeds_together`` draws a test sentence with every seed's translation of it instead (BLEU's
+    statistics add up, so a sentence's seeds sum to one system sentence with the same corpus BLEU)."""
     if references_text is None:
         return 0, nan_bootstrap()
     finished = {name: finished_translations([r for r in records if r["label"] == name]) for name in weights}
@@ -153,7 +163,7 @@ def contrast_test(weights: dict[str, float], records: list[dict], references_tex
         parts = [translation_stats(finished[name][seed], references_text, cache) for seed in seeds]
         if not parts or any(part is None for part in parts):
             return 0, nan_bootstrap()
-        systems.append(np.concatenate(parts))
+        systems.append(np.sum(parts, axis=0) if seeds_together else np.concatenate(parts))
     return len(seeds), contrast_bootstrap_stats(systems, list(weights.values()))
 
 

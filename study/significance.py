@@ -153,5 +153,16 @@ def contrast_seed_interval(terms: list[tuple[float, float, float, int]]) -> tupl
     return estimate - half, estimate + half
 
 
+def slope_weights(xs: list[float]) -> dict[float, float]:
+    """The weights that turn values at ``xs`` into the slope of their least-squares line,
+    ``(x - mean x) / sum (x - mean x)^2``: a trend is a contrast of the rows' means like a difference,
+    so it gets the same seed and bootstrap intervals (``contrast_seed_interval``, ``contrast_bootstrap_stats``)."""
+    if len(set(xs)) < 2:
+        raise ValueError("a slope needs two or more distinct x values")
+    centre = sum(xs) / len(xs)
+    spread = sum((x - centre) ** 2 for x in xs)
+    return {x: (x - centre) / spread for x in xs}
+
+
 def nan_bootstrap() -> PairedBootstrap:
     return PairedBootstrap(math.nan, math.nan, math.nan, math.nan)

@@ -89,6 +89,34 @@ def test_the_bootstrap_resamples_the_same_sentences_for_every_row(study, additiv
     assert row["ci_low"] > 0 and row["p_value"] < 0.01
 
 
+def test_seeds_drawn_together_resample_test_sentences_with_every_seed_s_translation(study):
+    """contrast_test(seeds_together=True) resamples the test sentences, each with the sum of its seeds'
+    statistics: the same contrast on the whole test set as the tables' concatenation (BLEU's
+    statistics add up), other resamples, and, with one seed a row, exactly the tables' test."""
+    from study.additivity import contrast_test, departure_contrasts
+
+    by_seed = {(r["label"], r["seed"]): r["hyp_path"] for r in study.records}
+    singles, weights = departure_contrasts(study.spec, "SR-NMT 4L")["- MA & highway"]
+    assert singles == ["- Multi Attention", "- Highway"]
+    assert weights == {"- MA & highway": 1.0, "- Multi Attention": -1.0, "- Highway": -1.0, "SR-NMT 4L": 1.0}
+
+    def summed(label):
+        return sum(sentence_stats(Path(by_seed[label, seed]).read_text(encoding="utf-8").splitlines(),
+                                  study.references) for seed in (1, 2))
+
+    seeds, together = contrast_test(weights, study.records, study.references, {}, seeds_together=True)
+    expected = contrast_bootstrap_stats([summed(label) for label in weights], list(weights.values()))
+    assert seeds == 2
+    assert (together.delta, together.ci_low, together.ci_high) == pytest.approx(
+        (expected.delta, expected.ci_low, expected.ci_high))
+    _, pooled = contrast_test(weights, study.records, study.references, {})
+    assert together.delta == pytest.approx(pooled.delta, abs=1e-9)
+    assert (together.ci_low, together.ci_high) != pytest.approx((pooled.ci_low, pooled.ci_high))
+    first_seed = [r for r in study.records if r["seed"] == 1]
+    one = contrast_test(weights, first_seed, study.references, {}, seeds_together=True)
+    assert one == contrast_test(weights, first_seed, study.references, {})
+
+
 def test_three_components_weigh_the_full_model_twice(study, additivity):
     from sacrebleu import corpus_bleu
 

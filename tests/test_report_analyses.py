@@ -114,6 +114,38 @@ def test_depth_trend_slope_and_pooled_interval_are_least_squares(depths):
     assert 0.9995 < (high - low) / (2 * half) < 1.02
 
 
+def test_joint_bootstrap_resamples_the_report_s_contrasts_of_more_than_two_rows():
+    """joint_bootstrap.py's contrasts: an ablation's departures from additivity with the additivity
+    table's weights, and the depth slopes from 1L and from 2L over the rows whose 3 seeds finished."""
+    from study.significance import slope_weights
+    from study.stored import load_stored_study
+
+    joint = _script("joint_bootstrap")
+    ablation = dict(joint.contrasts(load_stored_study(RESULTS / "ablation_srnmt_m30k")))
+    assert list(ablation) == ["departure of - LN & MA", "departure of - LN & highway", "departure of - MA & highway",
+                              "departure of - LN, MA & highway"]
+    assert ablation["departure of - LN, MA & highway"] == {
+        "- LN, MA & highway": 1.0, "- LayerNorm": -1.0, "- Multi Attention": -1.0, "- Highway": -1.0, "SR-NMT 4L": 2.0}
+    depth = load_stored_study(RESULTS / "depth_srnmt_m30k")
+    finished = {}
+    for record in depth.records:
+        finished.setdefault(record["config"]["model"]["enc_layers"], []).append(record["status"] == "ok")
+    complete = sorted(d for d, ok in finished.items() if sum(ok) == 3)
+    slopes = joint.contrasts(depth)
+    assert [what for what, _ in slopes] == [f"slope over {', '.join(f'{d}L' for d in complete if d >= first)}"
+                                            for first in (1, 2)]
+    assert list(slopes[1][1].values()) == pytest.approx(list(slope_weights([d for d in complete if d >= 2]).values()))
+    assert joint.contrasts(load_stored_study(RESULTS / "cells")) == []
+
+
+def test_slope_weights_need_two_distinct_depths():
+    from study.significance import slope_weights
+
+    assert slope_weights([1, 2]) == {1: -1.0, 2: 1.0}
+    with pytest.raises(ValueError, match="two or more distinct"):
+        slope_weights([3, 3])
+
+
 @pytest.mark.parametrize("low, high, paper, expected", [
     (0.2, 0.5, 1.3, "disagree"), (0.2, 1.5, 1.3, "agree"), (-0.2, 1.5, 1.3, "inconclusive"),
     (-1.0, -0.1, 0.8, "disagree"), (math.nan, math.nan, 0.8, "no interval")])

@@ -25,18 +25,11 @@ import sys
 from nmt.cli import run_main
 from nmt.errors import UserError
 from study.additivity import contrast_test
-from study.significance import contrast_seed_interval, t95
+from study.significance import contrast_seed_interval, slope_weights, t95
 from study.stored import load_stored_study
 
 STUDY = "depth_srnmt_m30k"
 PAPER_BLEU = {1: 18.33, 2: 21.82, 3: 22.35, 4: 23.32, 5: 24.11, 6: 23.93, 7: 24.34, 8: 24.87}  # Table 2
-
-
-def slope_weights(depths: list[int]) -> dict[int, float]:
-    """The weights that turn the rows' values into the least-squares slope over ``depths``."""
-    centre = statistics.fmean(depths)
-    spread = sum((x - centre) ** 2 for x in depths)
-    return {x: (x - centre) / spread for x in depths}
 
 
 def pooled_variance_interval(terms: list[tuple[float, float, float, int]]) -> tuple[float, float]:

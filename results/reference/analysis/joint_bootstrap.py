@@ -9,8 +9,12 @@ ratio of their widths, then per study the range and median of the ratios and eve
 whose two intervals fall on different sides of zero.
 
 Each study compares every row with its table's reference row; the converged studies add the
-comparisons results/REPORT.md makes between other rows. Run from the repository root, with the
-study names under results/reference/ (all of them when none is given):
+comparisons results/REPORT.md makes between other rows. Contrasts of more than two rows follow,
+resampled both ways alike (study.additivity.contrast_test): an ablation's departures from
+additivity, and in depth_srnmt_m30k the least-squares slope of test BLEU over the depths of the
+rows with 3 finished seeds (from 1L and from 2L, as results/reference/analysis/depth_trend.py).
+Run from the repository root, with the study names under results/reference/ (all of them when
+none is given):
 
     python results/reference/analysis/joint_bootstrap.py [STUDY ...]
 """
@@ -20,7 +24,8 @@ import statistics
 import sys
 
 from nmt.cli import run_main
-from study.significance import paired_bootstrap_stats
+from study.additivity import contrast_test, departure_contrasts, has_additivity
+from study.significance import paired_bootstrap_stats, slope_weights
 from study.stored import load_stored_study
 from study.tables import finished_translations, paired_test, translation_stats
 
@@ -46,6 +51,56 @@ def comparisons(study) -> list[tuple[str, str]]:
     reference = study.spec.fields.table.reference
     against_reference = [(label, reference) for label in labels if label != reference]
     return against_reference + EXTRA_COMPARISONS.get(study.name, [])
+
+
+SLOPE_STUDIES = {"depth_srnmt_m30k": "enc_layers"}  # study -> the model key its rows' depth is
+SLOPES_FROM = (1, 2)  # the first depth of each slope, as in the REPORT
+
+
+def contrasts(study) -> list[tuple[str, dict[str, float]]]:
+    """The study's contrasts of more than two rows: (what it is, its weights by row label)."""
+    if has_additivity(study.spec):
+        return [(f"departure of {label}", weights)
+                for label, (_, weights) in departure_contrasts(study.spec, study.spec.fields.table.reference).items()]
+    key = SLOPE_STUDIES.get(study.name)
+    if key is None:
+        return []
+    finished: dict[int, tuple[str, int]] = {}
+    for record in study.records:
+        depth = int(record["config"]["model"][key])
+        label, seeds = finished.get(depth, (record["label"], 0))
+        finished[depth] = (label, seeds + (record["status"] == "ok"))
+    complete = sorted(depth for depth, (_, seeds) in finished.items() if seeds >= 3)
+    out = []
+    for first in SLOPES_FROM:
+        depths = [d for d in complete if d >= first]
+        if len(depths) >= 2:
+            weights = slope_weights(depths)
+            out.append((f"slope over {', '.join(f'{d}L' for d in depths)}",
+                        {finished[d][0]: weights[d] for d in depths}))
+    return out
+
+
+def report_contrasts(study, cache: dict) -> None:
+    listed = contrasts(study)
+    if not listed:
+        return
+    ratios = []
+    print("contrast | its value on the pooled translations | pooled seeds (the tables') | "
+          "sentences drawn with all seeds | width ratio")
+    for what, weights in listed:
+        seeds, pooled = contrast_test(weights, study.records, study.references, cache)
+        _, joint = contrast_test(weights, study.records, study.references, cache, seeds_together=True)
+        if not seeds:
+            print(f"{what} | no seed finished in all its rows")
+            continue
+        ratio = (joint.ci_high - joint.ci_low) / (pooled.ci_high - pooled.ci_low)
+        ratios.append(ratio)
+        print(f"{what} | {pooled.delta:+.3f} | [{pooled.ci_low:+.3f}, {pooled.ci_high:+.3f}] | "
+              f"[{joint.ci_low:+.3f}, {joint.ci_high:+.3f}] | {ratio:.2f}")
+    if ratios:
+        print(f"\n{len(ratios)} contrast{'s' if len(ratios) > 1 else ''}; width ratio {min(ratios):.2f}-"
+              f"{max(ratios):.2f}, median {statistics.median(ratios):.2f}\n")
 
 
 def report(name: str) -> None:
@@ -77,6 +132,7 @@ def report(name: str) -> None:
         print(f"\n{len(ratios)} comparison{'s' if len(ratios) > 1 else ''}; width ratio {min(ratios):.2f}-{max(ratios):.2f}, "
               f"median {statistics.median(ratios):.2f}; one interval excludes zero and the other does not: "
               f"{', '.join(crossings) if crossings else 'none'}\n")
+    report_contrasts(study, cache)
 
 
 def main(argv: list[str] | None = None) -> int:
