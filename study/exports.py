@@ -19,10 +19,11 @@ from study.stored import table_layout
 from study.tables import StudyTable, build_table, export
 
 
-def write_command(study_dir: Path, command: str) -> None:
-    """The exact command that produced the results, beside them (also in study.json)."""
-    if command:
-        write_lines(study_dir / "command.txt", [command])
+def write_command(study_dir: Path, commands: list[str]) -> None:
+    """The exact commands that produced the results, beside them, one a line (also in study.json):
+    the first started the study, any later ones continued (--resume) or extended (--extend) it."""
+    if commands:
+        write_lines(study_dir / "command.txt", commands)
 
 
 def write_exports(spec: StudySpec, records: list[dict], references: list[str] | None,

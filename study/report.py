@@ -30,7 +30,7 @@ from nmt.fileio import write_lines
 from study.additivity import Additivity, ablation_additivity, has_additivity
 from study.ownership import owned_path
 from study.spec import STUDY_NAME, spec_from_dict
-from study.stored import load_stored_study, read_study_state
+from study.stored import command_history, load_stored_study, read_study_state
 from study.tables import StudyTable, display_frame, footnotes
 
 REPORT_FILE = "report.html"
@@ -129,8 +129,12 @@ def _yaml(tree) -> str:
 
 def configuration(study_dir: Path, state: dict) -> str:
     command_file = study_dir / "command.txt"
-    command = command_file.read_text(encoding="utf-8").strip() if command_file.is_file() else state.get("command", "")
-    parts = ["<h3>Command</h3>", f"<pre>{html.escape(command or '(not recorded)')}</pre>",
+    commands = command_history(state) or (command_file.read_text(encoding="utf-8").splitlines()
+                                           if command_file.is_file() else [])
+    heading = ["<h3>Command</h3>"] if len(commands) < 2 else [
+        "<h3>Commands</h3>", "<p>The first started the study; each later one continued (--resume) or extended "
+        "(--extend) it.</p>"]
+    parts = [*heading, f"<pre>{html.escape(chr(10).join(commands) or '(not recorded)')}</pre>",
              "<h3>Study as run</h3>",
              "<p>The effective study: the study file after --set, --smoke and the data options, with every "
              "default filled in.</p>",

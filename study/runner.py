@@ -43,7 +43,7 @@ from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
 from study.row_cost import row_work
 from study.spec import StudySpec, Trial, expand, portable_tree, spec_to_dict, study_axes
 from study.storage import StorageStopper, check_storage
-from study.stored import STATE_FILE, is_smoke_run, read_state
+from study.stored import STATE_FILE, command_history, is_smoke_run, read_state, with_command
 from study.tables import warnings as table_warnings
 from study.tracking import StudyTracker, default_tracking_uri
 from study.trial_store import FINISHED, TrialStore
@@ -194,14 +194,16 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             if spec.fields.search is None:  # (search samples keep their keys)
                 tracker.supersede_children({(trial.label, str(trial.seed)): trial.key for trial in trials},
                                            set(TrialStore(exp_dir).keys()))
+            commands = with_command(command_history(state), opts.command)  # state is None after --fresh
             state = {"study": spec.name, "status": "running", "request": spec.tree,
                      "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
                      "fingerprint": spec.fingerprint, "tracking_uri": uri,
                      "tracking_uri_default": uri == default_tracking_uri(results_root), "parent_run_id": parent,
-                     "command": opts.command, "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
+                     "command": opts.command, "commands": commands,
+                     "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
                      "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats, "environment": environment()}
             write_state(study_dir, state)
-            write_command(study_dir, opts.command)
+            write_command(study_dir, commands)
             total = spec.fields.search.num_samples if spec.fields.search else len(trials)
             print(f"{total} trial{'' if total == 1 else 's'} ({spec.kind}); tracking {uri} (parent run {parent})",
                   flush=True)

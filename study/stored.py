@@ -92,6 +92,21 @@ def read_state(study_dir: Path) -> dict | None:
                         f"with --fresh") from None
 
 
+def command_history(state: dict | None) -> list[str]:
+    """The commands that ran a study, oldest first (study.json's ``commands``; a study stored before
+    they were kept has its last command only)."""
+    state = state or {}
+    if isinstance(state.get("commands"), list):
+        return [str(command) for command in state["commands"]]
+    return [state["command"]] if state.get("command") else []
+
+
+def with_command(history: list[str], command: str) -> list[str]:
+    """The history with this run's command after it; a repeat of the last one (another --resume) is
+    not listed twice."""
+    return history + [command] if command and (not history or history[-1] != command) else history
+
+
 def read_study_state(study_dir: Path) -> dict:
     """study.json of a study's result directory, with the study's spec; a one-line error when
     there is none."""

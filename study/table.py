@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from study.results import experiment_dir, load_records, load_saved_records
     from study.exports import printed_tables, write_command, write_exports
-    from study.stored import read_state
+    from study.stored import command_history, read_state
     from study.ownership import owned_path
     from study.spec import STUDY_NAME, spec_from_dict, study_path
     from study.tables import warnings as table_warnings
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rebuilding from {source}")
     ref_path = study_dir / "test.ref"
     references = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.is_file() else None
+    write_command(study_dir, command_history(state))
     outputs, table = write_exports(spec, records, references, study_dir)
-    write_command(study_dir, state.get("command", ""))
     print(printed_tables(study_dir, outputs))
     print("wrote " + ", ".join(str(p) for p in outputs))
     for line in table_warnings(table.rows):

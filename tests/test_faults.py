@@ -9,6 +9,7 @@ import math
 import os
 import re
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -121,6 +122,9 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
     resumed = study(*args, "--resume", env=ray_env)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "Traceback" not in resumed.stderr
+    # the command that started the study, then the one that continued it (three times; the refused one not)
+    start = "python -m study.run " + shlex.join(args)
+    assert (results / "killed" / "command.txt").read_text().splitlines() == [start, start + " --resume"]
 
     children = assert_complete(results, "killed", ["small", "atr"], seeds=2)
     after = finished_trials(results, "killed")

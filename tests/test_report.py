@@ -109,6 +109,31 @@ def test_the_report_is_deterministic_and_independent_of_where_the_study_lies(stu
     assert write_html_report(moved, table).read_bytes() == path.read_bytes()
 
 
+def test_a_study_run_by_several_commands_lists_them_all_oldest_first(tmp_path, table, capsys):
+    """study.json keeps every command that ran the study (a repeated --resume once); study.table writes
+    them to command.txt one a line and the report lists them, the starting command first."""
+    from study.stored import command_history, with_command
+
+    directory = tmp_path / NAME
+    shutil.copytree(REFERENCE / NAME, directory)
+    state = json.loads((directory / "study.json").read_text(encoding="utf-8"))
+    assert command_history(state) == [state["command"]]  # stored before the history was kept
+    start = "python -m study.run ablation_srnmt --cpus 2"
+    history = []
+    for command in (start, start + " --resume", start + " --resume", start + " --extend --seeds 3", ""):
+        history = with_command(history, command)
+    assert history == [start, start + " --resume", start + " --extend --seeds 3"]
+    state.update(command=history[-1], commands=history)
+    (directory / "study.json").write_text(json.dumps(state), encoding="utf-8")
+    from study.table import main as table_main
+
+    assert table_main([NAME, "--results", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert (directory / "command.txt").read_text(encoding="utf-8").splitlines() == history
+    report = (directory / "report.html").read_text(encoding="utf-8")
+    assert "<h3>Commands</h3>" in report and html.escape("\n".join(history)) in report
+
+
 def test_the_report_is_one_file(tmp_path, table):
     directory = tmp_path / NAME
     shutil.copytree(REFERENCE / NAME, directory, ignore=shutil.ignore_patterns("report.html"))
