@@ -134,7 +134,8 @@ def configuration(study_dir: Path, state: dict) -> str:
     heading = ["<h3>Command</h3>"] if len(commands) < 2 else [
         "<h3>Commands</h3>", "<p>The first started the study; each later one continued (--resume) or extended "
         "(--extend) it.</p>"]
-    parts = [*heading, f"<pre>{html.escape(chr(10).join(commands) or '(not recorded)')}</pre>",
+    shown = "\n".join(commands) or "(not recorded)"
+    parts = [*heading, f"<pre>{html.escape(shown)}</pre>",
              "<h3>Study as run</h3>",
              "<p>The effective study: the study file after --set, --smoke and the data options, with every "
              "default filled in.</p>",

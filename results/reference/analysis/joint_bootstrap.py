@@ -90,10 +90,10 @@ def report_contrasts(study, cache: dict) -> None:
           "sentences drawn with all seeds | width ratio")
     for what, weights in listed:
         seeds, pooled = contrast_test(weights, study.records, study.references, cache)
-        _, joint = contrast_test(weights, study.records, study.references, cache, seeds_together=True)
         if not seeds:
             print(f"{what} | no seed finished in all its rows")
             continue
+        _, joint = contrast_test(weights, study.records, study.references, cache, seeds_together=True)
         ratio = (joint.ci_high - joint.ci_low) / (pooled.ci_high - pooled.ci_low)
         ratios.append(ratio)
         print(f"{what} | {pooled.delta:+.3f} | [{pooled.ci_low:+.3f}, {pooled.ci_high:+.3f}] | "
