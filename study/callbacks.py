@@ -11,7 +11,7 @@ from ray import tune
 
 from nmt.durations import clock
 
-from study.row_cost import epoch_seconds_for
+from study.row_cost import epoch_seconds_for, finishing_time
 from study.storage import StorageStopper
 from study.tracking import EPOCH_LOGGED, StudyTracker
 from study.trainable import SAMPLE, sampled_params, trial_config, trial_key
@@ -267,7 +267,9 @@ class ProgressCallback(tune.Callback):
         trials (a deeper row's epochs cost more); a row with neither at the time per epoch its model's
         size predicts from the rows timed so far (``study.row_cost.epoch_seconds_for``), times those
         mean epochs; a row without a size, or a search's samples, at the mean finished trial. The
-        line says how many rows are priced by size or at the mean trial."""
+        line says how many rows are priced by size or at the mean trial. The trials share the
+        ``concurrency`` workers as Tune hands them out (``finishing_time``), so the last trials of a
+        study, fewer than the workers, cost their own length, not a share of it."""
         if not self.trial_costs or done >= self.total:
             return ""
         overall = sum(self.trial_costs) / len(self.trial_costs)
@@ -295,14 +297,14 @@ class ProgressCallback(tune.Callback):
             untimed.add(label)
             return overall
 
-        remaining = sum(max(expected(label) - seconds, 0.0) for label, seconds, _ in self.trained.values())
+        under_way = [max(expected(label) - seconds, 0.0) for label, seconds, _ in self.trained.values()]
         if self.planned:
-            remaining += sum(expected(label) for key, label in self.planned.items()
-                             if key not in self.trained and key not in self.ended_keys
-                             and key not in self.finished_before)
+            queued = [expected(label) for key, label in self.planned.items()
+                      if key not in self.trained and key not in self.ended_keys and key not in self.finished_before]
         else:
-            remaining += max(self.total - done - len(self.trained), 0) * overall
+            queued = [overall] * max(self.total - done - len(self.trained), 0)
         notes = [f"{len(rows)} row{'' if len(rows) == 1 else 's'} not timed yet, priced {how}"
                  for rows, how in ((sized, "by its model's size" if len(sized) == 1 else "by their models' size"),
                                    (untimed, "at the mean trial")) if rows]
-        return f" | ETA {clock(remaining / self.concurrency)}{' (' + '; '.join(notes) + ')' if notes else ''}"
+        remaining = finishing_time(under_way, queued, self.concurrency)
+        return f" | ETA {clock(remaining)}{' (' + '; '.join(notes) + ')' if notes else ''}"

@@ -23,7 +23,7 @@ from nmt.config import config_from_dict
 from nmt.memory import keep_freed_memory
 from study.longer_budget import extension_outcome
 from study.migration import Move
-from study.row_cost import mean_target_length
+from study.row_cost import finishing_time, mean_target_length
 from study.spec import StudySpec, Trial, expand
 from study.trial_store import TrialStore
 
@@ -113,18 +113,19 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
         log(f"search: {spec.fields.search.num_samples} samples of the space; times below are for the base config")
     torch.set_num_threads(max(1, int(cpus_per_trial)))
     keep_freed_memory()  # as the trial workers do: without it steps run up to a quarter slower
-    total = 0.0
+    costs: list[float] = []  # each trial's seconds, in the grid's order, as the workers take them
     log(f"{'row':<32} {'trials':>6} {'params':>9} {'step':>8} {'epoch':>8} {'trial (max)':>12}")
     for label, group in rows.items():
         timing = time_row(group[0].config, stats)
         epoch, trial = trial_seconds(timing)
-        total += sum(trial_seconds(timing, stored.get(t.key) or 0.0)[1] for t in group)
+        costs += [trial_seconds(timing, stored.get(t.key) or 0.0)[1] for t in group]
         log(f"{label[:32]:<32} {len(group):>6} {timing['params']:>9,} {1000 * timing['step_s']:>6.0f}ms "
             f"{_clock(epoch):>8} {_clock(trial):>12}")
     trials_total = spec.fields.search.num_samples if spec.kind == "search" else len(trials)
-    if spec.kind == "search":
-        total = total / max(1, len(trials)) * trials_total
-    wall = total / max(1, concurrency)
+    if spec.kind == "search":  # the base config's cost for every sample
+        costs = [sum(costs) / max(1, len(costs))] * trials_total
+    total = sum(costs)
+    wall = finishing_time([], costs, max(1, concurrency))
     left = " (the epochs they have left)" if continuing else ""
     log(f"estimate: about {_clock(wall)} of wall time for {trials_total} trials at their full epoch budget{left} "
         f"({_clock(total)} of trial time), from steps timed one trial alone on batches of the corpus's mean "

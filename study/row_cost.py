@@ -1,10 +1,12 @@
 """What an epoch of each row of a grid costs relative to the others, known before any of its
 trials has run: the forward products per target token of the row's model (``nmt.bench``'s count),
 built on PyTorch's meta device, which allocates nothing. The progress line's ETA prices a row it
-has not timed yet from the rows it has (``study.callbacks.ProgressCallback``)."""
+has not timed yet from the rows it has (``study.callbacks.ProgressCallback``); ``finishing_time``
+turns the trials' costs into wall time on a number of workers, for that ETA and for ``--dry-run``."""
 
 from __future__ import annotations
 
+import heapq
 import statistics
 
 from study.spec import Trial
@@ -53,3 +55,13 @@ def epoch_seconds_for(work: float, timed: list[tuple[float, float]]) -> float | 
     None with no row timed."""
     ratios = [seconds / done for done, seconds in timed if done > 0 and seconds > 0]
     return work * statistics.median(ratios) if ratios else None
+
+
+def finishing_time(under_way: list[float], queued: list[float], workers: int) -> float:
+    """Seconds until the last trial ends when ``workers`` train at once: the trials under way hold
+    their workers for what they have left, and each queued trial, in order, takes the worker that
+    frees first (a trial never spreads over two workers, so one long trial left bounds the rest)."""
+    free_at = sorted([*under_way[:workers], *[0.0] * max(workers - len(under_way), 0)])  # a heap
+    for seconds in [*under_way[workers:], *queued]:
+        heapq.heapreplace(free_at, free_at[0] + seconds)
+    return max(free_at, default=0.0)

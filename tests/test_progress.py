@@ -37,8 +37,9 @@ def test_resumed_study_estimates_from_trial_time_not_from_replay_speed(capsys):
         progress.on_trial_start(0, trials, trial)
         progress.on_trial_result(0, trials, trial, {"final": 0, "valid_bleu": 20.0, "elapsed_s": trained})
     lines = capsys.readouterr().out.strip().splitlines()
-    # mean 7,000 s: 2,000 + 6,000 left for the two under way, 7,000 for each of the other two, 2 at a time
-    assert _eta_seconds(lines[-1]) == (2000 + 6000 + 2 * 7000) // 2
+    # mean 7,000 s: 2,000 and 6,000 left for the two under way; the other two, 7,000 each, take their workers
+    # as they free, at 2,000 and 6,000 s
+    assert _eta_seconds(lines[-1]) == 6000 + 7000
     assert "2/6 done" in lines[-1]
 
 
@@ -60,13 +61,42 @@ def test_trials_finished_before_a_resume_count_as_done_from_the_first_line(capsy
         progress.on_trial_complete(0, trials, trial)
     lines = capsys.readouterr().out.strip().splitlines()
     assert any(line.endswith("(finished before this run)") and "done: GRU seed 4: diverged" in line for line in lines)
-    assert "2/6 done (1 diverged)" in lines[-1] and _eta_seconds(lines[-1]) == (5000 + 3 * 6000) // 2
+    # 5,000 s left for trial 1; the three others at 6,000 s: two one after the other on the free worker,
+    # one after trial 1 (at 5,000 + 6,000), so the second of the two ends last
+    assert "2/6 done (1 diverged)" in lines[-1] and _eta_seconds(lines[-1]) == 2 * 6000
     progress.on_trial_result(0, trials, trials[1], {"final": 1, "status": "ok", "valid_bleu": 32.0,
                                                     "elapsed_seconds": 9000.0, "epochs": 40, "best_epoch": 36})
     progress.on_trial_complete(0, trials, trials[1])
     last = capsys.readouterr().out.strip().splitlines()
     assert not last[0].endswith("(finished before this run)") and "3/6 done (1 diverged)" in last[-1]
-    assert _eta_seconds(last[-1]) == 3 * 7000 // 2  # mean over the three finished now
+    assert _eta_seconds(last[-1]) == 2 * 7000  # mean over the three finished now; 3 trials on 2 workers
+
+
+def test_the_last_trials_cost_their_own_length_not_a_share_of_the_workers(capsys):
+    # a resumed study on 2 workers whose one unfinished trial trains again from its start (a clone
+    # without its checkpoint): the ETA is that trial's length, not half of it
+    before = {"key0": {"status": "ok", "valid_bleu": 31.0, "elapsed_seconds": 7000.0, "label": "GRU"},
+              "key1": {"status": "ok", "valid_bleu": 32.0, "elapsed_seconds": 9000.0, "label": "GRU"}}
+    planned = {"key0": "GRU", "key1": "GRU", "key2": "GRU"}
+    progress = ProgressCallback(total=3, metric="valid_bleu", mode="max", concurrency=2, every=0.0,
+                                finished_before=before, planned=planned)
+    trials = [_trial(str(i), seed=i) for i in range(3)]
+    progress.on_trial_start(0, trials, trials[2])
+    assert _eta_seconds(capsys.readouterr().out.strip().splitlines()[-1]) == 8000
+    progress.on_trial_result(0, trials, trials[2], {"final": 0, "valid_bleu": 20.0, "elapsed_s": 3000.0})
+    assert _eta_seconds(capsys.readouterr().out.strip().splitlines()[-1]) == 5000
+
+
+def test_finishing_time_hands_each_queued_trial_the_worker_that_frees_first():
+    from study.row_cost import finishing_time
+
+    assert finishing_time([], [], 2) == 0.0
+    assert finishing_time([], [10.0, 10.0, 10.0, 10.0], 2) == 20.0
+    assert finishing_time([], [10.0, 10.0, 10.0], 2) == 20.0  # not 15: a trial does not split
+    assert finishing_time([1.0, 8.0], [5.0, 5.0], 2) == 11.0  # 1 + 5, then 6 + 5 beats 8
+    assert finishing_time([4.0], [], 3) == 4.0
+    assert finishing_time([4.0], [3.0, 3.0, 3.0], 3) == 6.0  # two free workers take two at once
+    assert finishing_time([], [6.0, 1.0, 1.0], 1) == 8.0  # one worker: the sum
 
 
 def test_a_trial_past_the_mean_adds_nothing_and_no_eta_before_a_finished_trial(capsys):
