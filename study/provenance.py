@@ -45,7 +45,35 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+# the vector instructions whose kernels a CPU's torch build picks, and so the last bits of its sums
+VECTOR_FLAGS = ("avx512f", "avx512_bf16", "amx_tile", "avx2", "fma", "neon", "asimd", "sve")
+
+
+@cache
+def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU a result was computed on, e.g. "AMD EPYC (family 25, model 1, stepping 1; avx2, fma)".
+    Two machines that both call themselves "AMD EPYC" can train the same seed to different last
+    bits (their floating-point kernels differ), and family, model and vector flags tell them apart;
+    the platform's processor name where /proc/cpuinfo is missing."""
+    try:
+        first = cpuinfo.read_text(encoding="utf-8", errors="replace").split("\n\n")[0]
+    except OSError:
+        return platform.processor() or platform.machine() or "unknown"
+    fields: dict[str, str] = {}
+    for line in first.splitlines():
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip().lower(), value.strip())
+    name = fields.get("model name") or fields.get("hardware") or fields.get("cpu model") \
+        or platform.processor() or platform.machine() or "unknown"
+    ids = ", ".join(f"{key.replace('cpu ', '')} {fields[key]}" for key in ("cpu family", "model", "stepping")
+                    if fields.get(key))
+    flags = set((fields.get("flags") or fields.get("features") or "").split())
+    vector = ", ".join(flag for flag in VECTOR_FLAGS if flag in flags)
+    detail = "; ".join(part for part in (ids, vector) if part)
+    return f"{name} ({detail})" if detail else name
+
+
 def environment() -> dict[str, str]:
-    """Commit, versions and platform, flat, for study.json and MLflow tags."""
+    """Commit, versions, platform and CPU, flat, for study.json and MLflow tags."""
     return {"git_commit": code_commit(), **{f"version.{k}": v for k, v in package_versions().items()},
-            "platform": f"{platform.system()} {platform.machine()}"}
+            "platform": f"{platform.system()} {platform.machine()}", "cpu": cpu_description()}

@@ -23,6 +23,7 @@ from ray import tune
 
 from nmt.config import config_from_dict
 from nmt.typed_config import apply_overrides
+from study.provenance import cpu_description
 from study.trial_store import TrialStore
 
 TRIAL = "trial"  # param_space key of the expanded trial (spec.Trial as a dict)
@@ -76,14 +77,18 @@ def train_trial(config: dict) -> None:
     store = TrialStore(Path(trial["storage"]))
     with store.hold(key):
         finished = store.finished_metrics(key)
-        node = _node_id()
-        if finished is not None:  # it keeps the node that trained it (its committed record stays as it was)
-            node = finished.get("node_id") or (store.identity(key) or {}).get("node_id") or node
-        identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], "node_id": node}
+        node, cpu = _node_id(), cpu_description()
+        if finished is not None:  # it keeps the node and CPU that trained it (its committed record stays as it was)
+            stored = store.identity(key) or {}
+            node = finished.get("node_id") or stored.get("node_id") or node
+            cpu = finished.get("cpu") or stored.get("cpu")  # none for a record from before CPUs were recorded
+        # the CPU: a seed trained on another CPU type can differ in the last bits, and from there on in its scores
+        machine = {"node_id": node, **({"cpu": cpu} if cpu else {})}
+        identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], **machine}
         # written again also for a finished trial: a record damaged since is made whole
         store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
                           "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
-                          "node_id": node})
+                          **machine})
         if finished is not None:  # finished before the driver went away
             _report_final(finished, identity)
             return
@@ -100,7 +105,7 @@ def train_trial(config: dict) -> None:
                       log=lambda line: print(line, flush=True))
         store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
                                      for epoch in metrics.get("history", [])])
-        store.finish(key, {**metrics, "node_id": identity["node_id"]})
+        store.finish(key, {**metrics, **machine})
     _report_final(metrics, identity)
 
 

@@ -305,12 +305,46 @@ def test_a_finished_trial_run_again_keeps_the_node_that_trained_it(tmp_path, cac
     trial.storage = str(tmp_path / "store")
     store = TrialStore(Path(trial.storage))
     monkeypatch.setattr("study.trainable._node_id", lambda: "node-that-trained")
+    monkeypatch.setattr("study.trainable.cpu_description", lambda: "CPU that trained (family 25; avx2)")
     train_trial({TRIAL: trial.to_dict()})
     record = (store.trial_dir(trial.key) / "trial.json").read_text()
+    assert all(epoch["cpu"] == "CPU that trained (family 25; avx2)" for epoch in store.history(trial.key))
     monkeypatch.setattr("study.trainable._node_id", lambda: "node-of-the-resume")
+    monkeypatch.setattr("study.trainable.cpu_description", lambda: "CPU of the resume (family 25; avx512f)")
     train_trial({TRIAL: trial.to_dict()})
     assert (store.trial_dir(trial.key) / "trial.json").read_text() == record
     assert store.identity(trial.key)["node_id"] == store.finished_metrics(trial.key)["node_id"] == "node-that-trained"
+    assert store.identity(trial.key)["cpu"] == store.finished_metrics(trial.key)["cpu"] == \
+        "CPU that trained (family 25; avx2)"
+
+
+def test_a_finished_trial_recorded_before_cpus_were_gets_none_on_a_resume(tmp_path, cache_dir, monkeypatch):
+    """A committed record from before trials recorded their CPU stays byte for byte as it was:
+    the machine that resumes the study did not train it."""
+    import json
+
+    from study.spec import expand, load_study
+    from study.trainable import TRIAL, train_trial
+    from study.trial_store import TrialStore
+
+    path = tmp_path / "old.yaml"
+    path.write_text(grid_study("old", "  - {label: small, set: {}}", seeds=1, epochs=1))
+    (trial,) = expand(load_study(str(path)))
+    trial.storage = str(tmp_path / "store")
+    store = TrialStore(Path(trial.storage))
+    train_trial({TRIAL: trial.to_dict()})
+    identity_path = store.trial_dir(trial.key) / "trial.json"  # the records as the older code wrote them
+    identity = json.loads(identity_path.read_text())
+    identity.pop("cpu")
+    identity_path.write_text(json.dumps(identity, indent=2))
+    metrics_path = store.finished_dir(trial.key) / "metrics.json"
+    metrics = json.loads(metrics_path.read_text())
+    metrics.pop("cpu")
+    metrics_path.write_text(json.dumps(metrics, indent=2))
+    before = identity_path.read_text()
+    train_trial({TRIAL: trial.to_dict()})
+    assert "cpu" not in store.identity(trial.key) and "cpu" not in store.finished_metrics(trial.key)
+    assert identity_path.read_text() == before
 
 
 # --- 3: the results disk fills up, or turns read-only, mid-study ---------------------------

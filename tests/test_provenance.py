@@ -45,3 +45,19 @@ def test_untracked_files_do_not_count(repo):
 
 def test_a_copy_without_git_history_is_unknown(tmp_path):
     assert code_commit.__wrapped__(tmp_path) == "unknown"
+
+
+def test_the_cpu_is_named_with_its_family_model_and_vector_flags(tmp_path):
+    from study.provenance import cpu_description, environment
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                       "model name\t: AMD EPYC\nstepping\t: 1\nflags\t\t: fpu sse2 avx fma avx2 avx512f\n\n"
+                       "processor\t: 1\nmodel name\t: another core, not read\n")
+    assert cpu_description.__wrapped__(cpuinfo) == "AMD EPYC (family 25, model 17, stepping 1; avx512f, avx2, fma)"
+    # an ARM machine's cpuinfo names no model but its features
+    cpuinfo.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd sve\nCPU part\t: 0xd40\n")
+    assert cpu_description.__wrapped__(cpuinfo).endswith("(asimd, sve)")
+    missing = cpu_description.__wrapped__(tmp_path / "none")
+    assert missing and "(" not in missing  # the platform's processor name, or "unknown"
+    assert environment()["cpu"] == cpu_description()
