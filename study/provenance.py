@@ -58,7 +58,7 @@ def cpu_description(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     try:
         first = cpuinfo.read_text(encoding="utf-8", errors="replace").split("\n\n")[0]
     except OSError:
-        return platform.processor() or platform.machine() or "unknown"
+        first = ""
     fields: dict[str, str] = {}
     for line in first.splitlines():
         name, _, value = line.partition(":")
