@@ -26,12 +26,7 @@ from nmt.data.subword import SubwordVocab
 from nmt.errors import UserError
 from nmt.fileio import atomic_write
 from nmt.model import Seq2Seq, build_model
-
-STATE = "state.pt"
-BEST = "best.pt"
-CONFIG = "config.yaml"
-SRC_SPM = "src.model"
-TGT_SPM = "tgt.model"
+from nmt.run_dir import BEST, CONFIG, SRC_SPM, STATE, TGT_SPM
 
 
 class CheckpointError(UserError):

@@ -7,7 +7,6 @@ checkpoint DIR/checkpoint/ (which ``nmt.translate`` reads).
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from nmt.units import describe, unit_names
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
 from nmt.memory import keep_freed_memory
+from nmt.run_dir import CHECKPOINT, STATE, check_run_dir, remove_run
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 
@@ -65,9 +65,11 @@ def prepare_config(args: argparse.Namespace) -> Config:
 def check_out_dir(out: Path, resume: bool, force: bool) -> bool:
     """Whether --out may be used; returns True when a previous run there is to be replaced. It is
     replaced only once the new run has finished: a mistake found on the way (a mistyped corpus
-    path, a crash) leaves it as it was."""
+    path, a crash) leaves it as it was. --out must be new, empty, or a run of this tool: a folder
+    holding anything else is refused, with or without --force (nmt.run_dir)."""
+    check_run_dir(out, "--out")
     finished = (out / "metrics.json").is_file()
-    started = (out / "checkpoint" / "state.pt").is_file()
+    started = (out / CHECKPOINT / STATE).is_file()
     if resume:
         if not started:
             raise UserError(f"--out {out}: no checkpoint to resume from; drop --resume to start a new run")
@@ -78,6 +80,8 @@ def check_out_dir(out: Path, resume: bool, force: bool) -> bool:
             fix = "--force to replace it" if finished else "--resume to continue it or --force to replace it"
             raise UserError(f"--out {out} holds {what}; choose another --out, or pass {fix}")
         check_writable_dir(out.parent, "--out (its folder)")
+        for aside in (staging_dir(out), retired_dir(out)):  # removed before the run, so checked now
+            check_run_dir(aside, "--out's replacement folder")
         return True
     check_writable_dir(out, "--out")
     return False
@@ -89,14 +93,22 @@ def staging_dir(out: Path) -> Path:
     return out.parent / f".{out.name}.replacing"
 
 
-def replace_run(staged: Path, out: Path) -> None:
-    """Put the finished run in ``staged`` in place of the previous run in ``out``."""
+def retired_dir(out: Path) -> Path:
+    """Where the replaced run lies for the moment between the two renames."""
     out = out.resolve()
-    retired = out.parent / f".{out.name}.replaced"
-    shutil.rmtree(retired, ignore_errors=True)
+    return out.parent / f".{out.name}.replaced"
+
+
+def replace_run(staged: Path, out: Path) -> None:
+    """Put the finished run in ``staged`` in place of the previous run in ``out``. Every folder
+    removed here is checked to hold only the trainer's files first (nmt.run_dir.remove_run)."""
+    out = out.resolve()
+    retired = retired_dir(out)
+    remove_run(retired, "--out's replacement folder")
+    check_run_dir(out, "--out")  # again: a file may have been put there while the new run trained
     out.rename(retired)
     staged.rename(out)
-    shutil.rmtree(retired, ignore_errors=True)
+    remove_run(retired, "--out's replaced run")
 
 
 # Keys that may change when a run is resumed: budgets, hardware and decoding.
@@ -141,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     resume_from = args.out / "checkpoint" if args.resume else None
     target = staging_dir(args.out) if replace else args.out
     if replace:
-        shutil.rmtree(target, ignore_errors=True)  # a replacement that never finished
+        remove_run(target, "--out's replacement folder")  # a replacement that never finished
     metrics = run(cfg, target, resume_from=resume_from)
     if replace:
         replace_run(target, args.out)

@@ -456,3 +456,72 @@ model: {{hidden: 16}}
     assert replaced.returncode == 0, replaced.stderr
     assert json.loads((out / "metrics.json").read_text())["epochs"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "tiny.yaml", "typo.yaml"]  # nothing staged is left
+
+
+# --- never delete what the tool did not write (nmt.run_dir) ---------------------------------
+
+
+def test_run_dir_names_every_entry_the_trainer_does_not_write(tmp_path):
+    from nmt.run_dir import foreign_entries, remove_run
+
+    run = tmp_path / "run"
+    (run / "checkpoint").mkdir(parents=True)
+    for name in ("metrics.json", "test.hyp", ".metrics.json.abc.tmp", "checkpoint/state.pt", "checkpoint/best.pt",
+                 "checkpoint/config.yaml", "checkpoint/src.model"):
+        (run / name).write_text("x")
+    assert foreign_entries(run) == []
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    canary = elsewhere / "canary.txt"
+    canary.write_text("keep me")
+    (run / "checkpoint" / "notes.txt").write_text("mine")
+    (run / "plots").mkdir()
+    (run / "test.hyp").unlink()
+    (run / "test.hyp").symlink_to(canary)  # a trainer's name, but a link: not the trainer's file
+    os.mkfifo(run / "metrics.json.fifo")
+    assert foreign_entries(run) == ["checkpoint/notes.txt", "metrics.json.fifo", "plots", "test.hyp"]
+    with pytest.raises(Exception, match=r"did not write \(checkpoint/notes.txt, metrics.json.fifo, plots and 1 more\)"):
+        remove_run(run, "--out")
+    assert (run / "checkpoint" / "notes.txt").read_text() == "mine" and canary.read_text() == "keep me"
+
+
+def test_train_refuses_a_folder_it_did_not_make_with_or_without_force(tmp_path, cache_dir):
+    config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "my_thesis.tex").write_text("years of work")
+    for flags in ([], ["--force"], ["--resume"]):
+        refused = cli("nmt.train", "--config", str(config), "--out", str(proj), *flags)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "did not write (my_thesis.tex)" in refused.stderr
+    assert sorted(p.name for p in proj.iterdir()) == ["my_thesis.tex"]
+    assert (proj / "my_thesis.tex").read_text() == "years of work"
+    linked = tmp_path / "linked"
+    linked.symlink_to(proj)
+    refused = cli("nmt.train", "--config", str(config), "--out", str(linked))
+    assert refused.returncode == 2 and "is a symbolic link" in refused.stderr
+
+
+@pytest.mark.slow
+def test_force_never_deletes_a_file_put_into_a_run_or_beside_it(tmp_path, cache_dir):
+    config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
+    out = tmp_path / "run"
+    assert cli("nmt.train", "--config", str(config), "--out", str(out), "--set", "train.max_epochs=1").returncode == 0
+    notes = out / "checkpoint" / "notes.txt"
+    notes.write_text("what I tried")
+    refused = cli("nmt.train", "--config", str(config), "--out", str(out), "--force")
+    assert refused.returncode == 2 and "did not write (checkpoint/notes.txt)" in refused.stderr
+    assert notes.read_text() == "what I tried" and (out / "checkpoint" / "state.pt").is_file()
+    notes.unlink()
+    staged = tmp_path / ".run.replacing"  # the name a replacement trains under, holding a user's file
+    staged.mkdir()
+    (staged / "draft.txt").write_text("draft")
+    refused = cli("nmt.train", "--config", str(config), "--out", str(out), "--force")
+    assert refused.returncode == 2 and "draft.txt" in refused.stderr and (staged / "draft.txt").read_text() == "draft"
+    (staged / "draft.txt").unlink()
+    staged.rmdir()
+    (tmp_path / "beside.txt").write_text("beside")
+    replaced = cli("nmt.train", "--config", str(config), "--out", str(out), "--force")
+    assert replaced.returncode == 0, replaced.stderr
+    assert (tmp_path / "beside.txt").read_text() == "beside"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["beside.txt", "run", "tiny.yaml"]
