@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 
@@ -21,18 +22,60 @@ from nmt.errors import UserError
 
 
 def owned_path(root: Path, path: Path, what: str) -> Path:
-    """``path`` resolved, after checking that it lies strictly inside ``root`` and is not a
-    symbolic link (deleting through a link would delete what it points to)."""
-    root = root.resolve()
-    absolute = path if path.is_absolute() else Path.cwd() / path
-    if absolute.is_symlink():
-        raise UserError(f"{what} {absolute} is a symbolic link; the study driver writes and deletes only real "
-                        f"directories inside {root} (remove the link or choose another --results)")
-    resolved = absolute.resolve()
-    if resolved == root or not resolved.is_relative_to(root):
-        raise UserError(f"{what} {resolved} is not inside the results directory {root}; refusing to write or "
-                        f"delete it")
-    return resolved
+    """``path`` resolved, after checking that it lies strictly inside ``root`` and that no symbolic
+    link leads it elsewhere (deleting through a link would delete what it points to). One link is
+    followed: a folder directly in ``root`` that the user linked onto another disk on purpose
+    (``results/ray`` -> a data disk); ``path`` itself is never a link, and neither is anything
+    between that folder and ``path``."""
+    root = Path(os.path.abspath(root))
+    absolute = Path(os.path.abspath(path if path.is_absolute() else Path.cwd() / path))
+    if absolute == root or not absolute.is_relative_to(root):
+        raise UserError(f"{what} {absolute} is not inside the results directory {root.resolve()}; refusing to write "
+                        f"or delete it")
+    parts = absolute.relative_to(root).parts
+    for depth in range(1, len(parts) + 1):
+        step = root.joinpath(*parts[:depth])
+        if not step.is_symlink():
+            continue
+        if depth == len(parts) or depth > 1:
+            raise UserError(f"{what} {absolute}: {step} is a symbolic link; the study driver writes and deletes only "
+                            f"real folders inside {root.resolve()} (a link is followed only as a folder directly in "
+                            f"it, like results/ray); remove the link (its target is untouched) or choose another "
+                            f"--results")
+        target = step.resolve()
+        if not target.is_dir() or root.resolve().is_relative_to(target):
+            raise UserError(f"{what} {absolute}: {step} links to {target}, which is not a folder of its own outside "
+                            f"the results directory; link it to a folder on another disk, or remove the link")
+    return absolute.resolve()
+
+
+def top_level_link(root: Path, path: Path) -> tuple[Path, Path] | None:
+    """(the link, its target) when ``path`` lies under a folder directly in ``root`` that is a
+    symbolic link (the one link ``owned_path`` follows), else None: the driver says so."""
+    root = Path(os.path.abspath(root))
+    absolute = Path(os.path.abspath(path))
+    if not absolute.is_relative_to(root) or absolute == root:
+        return None
+    top = root / absolute.relative_to(root).parts[0]
+    return (top, top.resolve()) if top.is_symlink() else None
+
+
+def check_real_tree(directory: Path, what: str) -> None:
+    """One line, before anything is written or deleted, when anything under ``directory`` is a
+    symbolic link or a special file (a FIFO, a socket, a device): the tool would write through
+    the link, or delete what it points to, or hang reading a FIFO. Links are never followed."""
+    if not directory.is_dir():
+        return
+    for parent, dirs, files in os.walk(directory, followlinks=False):
+        for name in sorted(dirs + files):
+            entry = Path(parent) / name
+            mode = entry.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise UserError(f"{what} {directory}: {entry} is a symbolic link (to {os.readlink(entry)}); the tool "
+                                f"neither follows nor deletes links in its own records: remove the link (its target "
+                                f"is untouched) and run again")
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                raise UserError(f"{what} {directory}: {entry} is not a regular file or folder; remove it and run again")
 
 
 class StudyRunning(UserError):
