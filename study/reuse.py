@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nmt.errors import UserError
 from nmt.fileio import write_json
+from study.ownership import check_real_tree
 from study.results import experiment_dir
 from study.spec import StudySpec, Trial
 from study.trial_store import TrialStore
@@ -41,6 +42,8 @@ def reuse_sources(spec: StudySpec, names: list[str], results_root: Path) -> dict
         if not (store / "finished").is_dir():
             raise UserError(f"--reuse-from {name}: {results_root} holds no trial store of study {name} ({store}); "
                             f"give the name of a study run in the same --results directory")
+        check_real_tree(store, "trial store")  # read before anything is written: a bad record is refused now
+        TrialStore(store).check_records()
         sources[name] = store
     return sources
 

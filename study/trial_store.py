@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import shutil
 from pathlib import Path
 
 from nmt.fileio import write_json, write_lines
+from study.record_validation import (UnreadableRecord, check_history, check_identity, check_mapping,
+                                     check_metrics, check_verdict, read_json)
 
 TRIALS = "trials"
 PROGRESS_FILES = ("progress.json", "history.json")  # what a trial records epoch by epoch
@@ -148,26 +149,45 @@ class TrialStore:
         write_lines(path, text.rstrip("\n").split("\n"))
         return path
 
-    # --- read ----------------------------------------------------------------------
+    # --- read (every record checked as input: study.record_validation) -------------
 
     def finished_metrics(self, key: str) -> dict | None:
-        return _read(self.finished_dir(key) / "metrics.json")
+        path = self.finished_dir(key) / "metrics.json"
+        return _read(path, check_metrics, self._fix(key, finished=True))
 
     def keys(self) -> list[str]:
         return sorted(path.parent.name for path in (self.experiment / TRIALS).glob("*/trial.json"))
 
     def identity(self, key: str) -> dict | None:
-        return _read(self.trial_dir(key) / "trial.json")
+        return _read(self.trial_dir(key) / "trial.json", check_identity, self._fix(key))
 
     def last_progress(self, key: str) -> dict:
-        return _read(self.trial_dir(key) / "progress.json") or {}
+        return _read(self.trial_dir(key) / "progress.json", check_metrics, self._fix(key)) or {}
 
     def history(self, key: str) -> list[dict]:
-        epochs = (_read(self.trial_dir(key) / "history.json") or {}).get("epochs", [])
-        return [entry for entry in epochs if isinstance(entry, dict) and "epoch" in entry]
+        path = self.trial_dir(key) / "history.json"
+        record = _read(path, lambda data, where, fix: data, self._fix(key)) or {}
+        return check_history(record.get("epochs", []), str(path), self._fix(key))
 
     def verdict(self, key: str) -> dict | None:
-        return _read(self.trial_dir(key) / "status.json")
+        return _read(self.trial_dir(key) / "status.json", check_verdict, self._fix(key))
+
+    def check_records(self) -> int:
+        """Read every record of the store (``BadRecord`` on the first bad one, before anything
+        acts on them); the number of trials checked."""
+        finished = self.experiment / FINISHED
+        keys = set(self.keys())
+        if finished.is_dir():
+            keys |= {path.name for path in finished.iterdir() if path.is_dir() and not path.name.endswith(".partial")}
+        for key in sorted(keys):
+            self.identity(key), self.last_progress(key), self.history(key), self.verdict(key)
+            self.finished_metrics(key)
+        return len(keys)
+
+    def _fix(self, key: str, finished: bool = False) -> str:
+        folder = self.finished_dir(key) if finished else self.trial_dir(key)
+        return (f"restore the file, or move the folder {folder} out of the results directory (the trial then "
+                f"trains again)")
 
     def rekey(self, old: str, new: str) -> None:
         """Move a trial's directories from key ``old`` to ``new`` (study.migration)."""
@@ -183,10 +203,13 @@ class TrialStore:
             shutil.rmtree(self.trial_dir(key), ignore_errors=True)
 
 
-def _read(path: Path) -> dict | None:
-    """A JSON record, or None when it is missing or damaged (then the trial is not finished)."""
+def _read(path: Path, check, fix: str) -> dict | None:
+    """A record checked as input, or None when it is missing or not JSON at all (cut short by a
+    crash: the trial writes it again). A record with bad fields raises ``BadRecord``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = read_json(path, fix)
+    except UnreadableRecord:
         return None
-    return data if isinstance(data, dict) else None
+    if data is None:
+        return None
+    return check(check_mapping(data, str(path), fix), str(path), fix)
