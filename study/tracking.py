@@ -39,6 +39,7 @@ from pathlib import Path
 
 from nmt.typed_config import flatten
 from nmt.errors import UserError
+from study.sqlite_store import ensure_store
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,11 @@ class StudyTracker:
         _quiet_mlflow()
         try:
             with _store_lock(self.uri):
+                if sqlite_file(self.uri) is not None:
+                    ensure_store(sqlite_file(self.uri), log=lambda line: print(line, flush=True))
                 self._find_or_create_experiment()
+        except UserError:
+            raise
         except Exception as err:  # mlflow raises many types for an unreachable store
             raise UserError(f"MLflow tracking store {self.uri} cannot be reached ({_one_line(err)}); start the "
                             "server or pass --tracking-uri (e.g. sqlite:///$PWD/results/mlflow.db)") from None
