@@ -33,7 +33,7 @@ from nmt.fileio import check_writable_dir, write_json, write_lines
 from study.exports import printed_tables, shown_path, write_command, write_exports
 from study.migration import Move, apply_adoption, plan_adoption
 from study.options import RunOptions
-from study.ownership import StudyLock, owned_path
+from study.ownership import StudyLock, check_real_tree, owned_path, top_level_link
 from study.provenance import environment
 from study.ray_setup import (BackgroundShutdown, check_address, check_cluster_fit, check_local_fit, start_services,
                               trial_resources, trials_at_once)
@@ -113,44 +113,87 @@ def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[l
 
 
 def run_study(spec: StudySpec, opts: RunOptions) -> int:
-    """Every check that can fail on bad input (results directory, data, resume, tracking store,
-    Ray) runs before anything is written or deleted; then the trials run and the tables follow."""
+    """Every check that can fail on bad input (resources, results directory, stored records, data,
+    resume, tracking store, Ray) runs before anything is written or deleted; then the trials run
+    and the tables follow. A run refused before it wrote anything leaves no folder behind."""
+    address, resources = check_placement(spec, opts)
     results_root = opts.results.resolve()
+    made = [path for path in (results_root, *results_root.parents) if not path.exists()]
     check_writable_dir(results_root, "--results")
-    study_dir = owned_path(results_root, results_root / spec.name, "study directory")
-    exp_dir = owned_path(results_root, experiment_dir(results_root, spec.name), "trial store directory")
-    with StudyLock(results_root, spec.name, opts.command):
-        return _run_locked(spec, opts, results_root, study_dir, exp_dir)
+    try:
+        study_dir = owned_path(results_root, results_root / spec.name, "study directory")
+        exp_dir = owned_path(results_root, experiment_dir(results_root, spec.name), "trial store directory")
+        with StudyLock(results_root, spec.name, opts.command):
+            check_real_tree(study_dir, "study directory")
+            check_real_tree(exp_dir, "trial store")
+            if opts.resume:  # what the run acts on is checked as input first (--fresh replaces the store)
+                TrialStore(exp_dir).check_records()
+            say_followed_link(results_root, experiment_dir(results_root, spec.name))
+            return _run_locked(spec, opts, results_root, study_dir, exp_dir, address, resources)
+    finally:
+        _remove_if_empty(made)
 
 
-def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir: Path, exp_dir: Path) -> int:
-    state = read_state(study_dir)
-    start = time.time()
+def check_placement(spec: StudySpec, opts: RunOptions) -> tuple[str | None, dict]:
+    """(the Ray cluster's address or None, one trial's resources), refused in one line when no
+    trial can run: an unreachable cluster, more CPUs or GPUs than this machine has."""
+    address = check_address(opts)
+    resources = trial_resources(spec, opts)
+    if not address:
+        check_local_fit(resources, opts)
+    return address, resources
 
-    replace = False
+
+def _remove_if_empty(made: list[Path]) -> None:
+    """Remove the folders this run created (deepest first) where they are still empty."""
+    for path in made:
+        try:
+            path.rmdir()
+        except OSError:
+            break
+
+
+def say_followed_link(results_root: Path, path: Path) -> None:
+    link = top_level_link(results_root, path)
+    if link is not None:
+        print(f"note: {link[0]} is a link to {link[1]}; the trial store lives there", flush=True)
+
+
+def refuse_or_replace(spec: StudySpec, opts: RunOptions, state: dict | None, results_root: Path, exp_dir: Path) -> bool:
+    """Whether the stored results of the study are to be replaced (--fresh, or a --smoke run's);
+    refused in one line when a plain run would replace results it should not."""
     if opts.resume:
         check_resumable(spec, opts, state, results_root, exp_dir)
-    elif exp_dir.exists() or state is not None:
-        if is_smoke_run(state):  # a check, not a result: the next run, smoke or full, replaces it
-            print(f"replacing the --smoke run's results of {spec.name} in {results_root}", flush=True)
-            replace = True
-        elif spec.tree.get("smoke") and not opts.fresh:
-            raise UserError(f"study {spec.name}: {results_root} holds the results of a full run, which a --smoke run "
-                            f"would replace; leave out --results (smoke runs go to results/smoke) or give another "
-                            f"--results directory")
-        elif not opts.fresh:
-            results_flag = opts.results_flag()
-            if not exp_dir.exists():  # tables and trial records only, e.g. committed reference results
-                what = "stored results (tables and trial records)"
-                fix = f"python -m study.table {spec.name}{results_flag} rebuilds their tables; --fresh replaces them"
-            elif state and state.get("status") == "complete":
-                what = "a finished run"
-                fix = f"python -m study.table {spec.name}{results_flag} shows its table; --fresh runs it again"
-            else:
-                what = "an unfinished run"
-                fix = "--resume continues it; --fresh starts over"
-            raise UserError(f"study {spec.name}: {results_root} holds {what}; {fix}")
-        replace = True
+        return False
+    if not exp_dir.exists() and state is None:
+        return False
+    if is_smoke_run(state):  # a check, not a result: the next run, smoke or full, replaces it
+        print(f"replacing the --smoke run's results of {spec.name} in {results_root}", flush=True)
+        return True
+    if spec.tree.get("smoke") and not opts.fresh:
+        raise UserError(f"study {spec.name}: {results_root} holds the results of a full run, which a --smoke run "
+                        f"would replace; leave out --results (smoke runs go to results/smoke) or give another "
+                        f"--results directory")
+    if not opts.fresh:
+        results_flag = opts.results_flag()
+        if not exp_dir.exists():  # tables and trial records only, e.g. committed reference results
+            what = "stored results (tables and trial records)"
+            fix = f"python -m study.table {spec.name}{results_flag} rebuilds their tables; --fresh replaces them"
+        elif state and state.get("status") == "complete":
+            what = "a finished run"
+            fix = f"python -m study.table {spec.name}{results_flag} shows its table; --fresh runs it again"
+        else:
+            what = "an unfinished run"
+            fix = "--resume continues it; --fresh starts over"
+        raise UserError(f"study {spec.name}: {results_root} holds {what}; {fix}")
+    return True
+
+
+def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir: Path, exp_dir: Path,
+                address: str | None, resources: dict) -> int:
+    state = read_state(study_dir)
+    start = time.time()
+    replace = refuse_or_replace(spec, opts, state, results_root, exp_dir)
 
     print(f"study {spec.name}: {spec.fields.description}", flush=True)
     references, stats = prepare_data(spec, opts)
@@ -161,10 +204,6 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts",
                            description=spec.fields.description, varied=study_axes(spec),
                            run_tags={"smoke": str(bool(spec.tree.get("smoke"))).lower(), **environment()})
-    address = check_address(opts)
-    resources = trial_resources(spec, opts)
-    if not address:
-        check_local_fit(resources, opts)
     if not replace:  # a replaced run's store is cleared first, so its plan is made after that
         trials, plan = finalize_trials(spec, opts, exp_dir)
         if opts.extend and spec.fields.search is None:
@@ -191,75 +230,108 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,
                                                              "trials": len(trials), "command": opts.command},
                                           parent_id=_stored_parent(opts, state, uri))
-            if spec.fields.search is None:  # (search samples keep their keys)
-                tracker.supersede_children({(trial.label, str(trial.seed)): trial.key for trial in trials},
-                                           set(TrialStore(exp_dir).keys()))
-            commands = with_command(command_history(state), opts.command)  # state is None after --fresh
-            state = {"study": spec.name, "status": "running", "request": spec.tree,
-                     "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
-                     "fingerprint": spec.fingerprint, "tracking_uri": uri,
-                     "tracking_uri_default": uri == default_tracking_uri(results_root), "parent_run_id": parent,
-                     "command": opts.command, "commands": commands,
-                     "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
-                     "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats, "environment": environment()}
-            write_state(study_dir, state)
-            write_command(study_dir, commands)
-            total = spec.fields.search.num_samples if spec.fields.search else len(trials)
-            print(f"{total} trial{'' if total == 1 else 's'} ({spec.kind}); tracking {uri} (parent run {parent})",
-                  flush=True)
-            storage = StorageStopper(exp_dir)
-            with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
-                work = None if spec.fields.search is not None else row_work(trials, stats)
-                tuner, to_run = build_tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage),
-                                            row_work=work)
-                if to_run:
-                    try:
-                        tuner.fit()
-                    except Exception:
-                        if storage.trouble() is None:
-                            raise
-            try:
-                check_storage(exp_dir, storage, spec.name, opts.results_flag())
-            except UserError:
-                tracker.close_stale_runs()
-                raise
-            records = load_records(results_root, spec.name)
-            if received or len(records) < total or any(r["status"] == "running" for r in records):
-                # Tune ends fit() early on SIGINT (our SIGTERM handler forwards it) and saves its state
-                closed = tracker.close_stale_runs()
-                name = "SIGTERM" if received else "SIGINT"
-                results_flag = opts.results_flag()
-                again = (resume_command(opts.command) if opts.command
-                         else f"python -m study.run {study_argument(spec)} --resume{results_flag}")
-                print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
-                      f"Resume with: {again}", file=sys.stderr, flush=True)
-                return 128 + (signal.SIGTERM if received else signal.SIGINT)
+            with _runs_closed_on_error(tracker):
+                if spec.fields.search is None:  # (search samples keep their keys)
+                    tracker.supersede_children({(trial.label, str(trial.seed)): trial.key for trial in trials},
+                                               set(TrialStore(exp_dir).keys()))
+                state = initial_state(spec, opts, state, uri, parent, stats)
+                write_state(study_dir, state)
+                write_command(study_dir, state["commands"])
+                total = spec.fields.search.num_samples if spec.fields.search else len(trials)
+                print(f"{total} trial{'' if total == 1 else 's'} ({spec.kind}); tracking {uri} (parent run {parent})",
+                      flush=True)
+                records, received = run_trials(spec, opts, trials, tracker, results_root, exp_dir, stats)
+                if received or len(records) < total or any(r["status"] == "running" for r in records):
+                    # Tune ends fit() early on SIGINT (our SIGTERM handler forwards it) and saves its state
+                    closed = tracker.close_stale_runs()
+                    name = "SIGTERM" if received else "SIGINT"
+                    print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
+                          f"Resume with: {continue_command(spec, opts)}", file=sys.stderr, flush=True)
+                    return 128 + (signal.SIGTERM if received else signal.SIGINT)
         finally:  # Ray's processes wind down while the tables and plots are written
-            tuner = None  # Tune's Ray handles go before Ray does (see BackgroundShutdown)
             stopping = BackgroundShutdown()
 
-        print("trials done; exporting tables and plots", flush=True)
-        tracker.reconcile(records)
-        outputs, table = write_exports(spec, records, references, study_dir)
-        tracker.log_study_table(table.rows)
-        state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
-                     wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
-        write_state(study_dir, state)
-        tracker.finish_parent("FINISHED", outputs)
-        print(printed_tables(study_dir, outputs))
-        print(f"wrote {', '.join(shown_path(p) for p in outputs)}")
-        print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run {parent})")
-        for line in table_warnings(table.rows):
-            print(f"warning: {line}", file=sys.stderr)
-        if tracker.failures:
-            print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
-                  f"above come from the trial store, and python -m study.table {spec.name} rebuilds them",
-                  file=sys.stderr)
-        print(f"study {spec.name} done in {clock(time.time() - start)}")
+        with _runs_closed_on_error(tracker):
+            finish(spec, tracker, records, references, study_dir, state, start, uri)
         return 0
     finally:
         if stopping is not None:
             stopping.join()  # Ray is down when the study returns (a next ray.init must not race it)
+
+
+@contextlib.contextmanager
+def _runs_closed_on_error(tracker: StudyTracker):
+    """An error after the parent run opened (a bug, an export that fails, Ctrl-C while exporting)
+    leaves no MLflow run RUNNING: the parent is marked FAILED, its open children KILLED."""
+    try:
+        yield
+    except BaseException:
+        tracker.finish_parent("FAILED")
+        tracker.close_stale_runs()
+        raise
+
+
+def initial_state(spec: StudySpec, opts: RunOptions, state: dict | None, uri: str, parent: str, stats: dict) -> dict:
+    """study.json as this run starts (``state``: the stored one, None for a new or replaced study)."""
+    return {"study": spec.name, "status": "running", "request": spec.tree,
+            "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
+            "fingerprint": spec.fingerprint, "tracking_uri": uri,
+            "tracking_uri_default": uri == default_tracking_uri(opts.results.resolve()), "parent_run_id": parent,
+            "command": opts.command, "commands": with_command(command_history(state), opts.command),
+            "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
+            "wall_seconds": (state or {}).get("wall_seconds", 0), "data": stats, "environment": environment()}
+
+
+def run_trials(spec: StudySpec, opts: RunOptions, trials: list[Trial], tracker: StudyTracker, results_root: Path,
+               exp_dir: Path, stats: dict) -> tuple[list[dict], bool]:
+    """Run the trials on Ray Tune; (the trial store's records afterwards, whether SIGTERM stopped
+    them). A full or read-only results directory stops every trial and is one line (UserError)."""
+    storage = StorageStopper(exp_dir)
+    with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
+        work = None if spec.fields.search is not None else row_work(trials, stats)
+        tuner, to_run = build_tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage),
+                                    row_work=work)
+        try:
+            if to_run:
+                tuner.fit()
+        except Exception:
+            if storage.trouble() is None:
+                raise
+        finally:
+            tuner = None  # Tune's Ray handles go before Ray does, also from a traceback's frame (see BackgroundShutdown)
+    check_storage(exp_dir, storage, spec.name, continue_command(spec, opts))
+    return load_records(results_root, spec.name), bool(received)
+
+
+def finish(spec: StudySpec, tracker: StudyTracker, records: list[dict], references: list[str], study_dir: Path,
+           state: dict, start: float, uri: str) -> None:
+    """All trials done: tables and plots, MLflow reconciled with the trial store, study.json complete."""
+    print("trials done; exporting tables and plots", flush=True)
+    tracker.reconcile(records)
+    outputs, table = write_exports(spec, records, references, study_dir)
+    tracker.log_study_table(table.rows)
+    state.update(status="complete", finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+                 wall_seconds=round(state.get("wall_seconds", 0) + time.time() - start, 1))
+    write_state(study_dir, state)
+    tracker.finish_parent("FINISHED", outputs)
+    print(printed_tables(study_dir, outputs))
+    print(f"wrote {', '.join(shown_path(p) for p in outputs)}")
+    print(f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1   (study '{spec.name}', parent run "
+          f"{tracker.parent_id})")
+    for line in table_warnings(table.rows):
+        print(f"warning: {line}", file=sys.stderr)
+    if tracker.failures:
+        print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
+              f"above come from the trial store, and python -m study.table {spec.name} rebuilds them",
+              file=sys.stderr)
+    print(f"study {spec.name} done in {clock(time.time() - start)}")
+
+
+def continue_command(spec: StudySpec, opts: RunOptions) -> str:
+    """The command that continues this study after a stop: the one the user typed, plus --resume."""
+    if opts.command:
+        return resume_command(opts.command)
+    return f"python -m study.run {study_argument(spec)} --resume{opts.results_flag()}"
 
 
 def tracking_uri(opts: RunOptions, state: dict | None, results_root: Path) -> str:
@@ -326,7 +398,10 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     concurrency = trials_at_once(resources, opts)
     results_root = opts.results.resolve()
     exp_dir = experiment_dir(results_root, spec.name)
+    check_real_tree(exp_dir, "trial store")
     store = TrialStore(exp_dir)
+    if opts.resume:
+        store.check_records()
     trials = expand(spec)
     stored = None
     if opts.resume:  # only what is left of the study counts, and what the run would refuse is refused

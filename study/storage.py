@@ -65,13 +65,14 @@ class StorageStopper(tune.Stopper):
         return self.trouble() is not None
 
 
-def check_storage(directory: Path, stopper: StorageStopper, study: str, results_flag: str) -> None:
+def check_storage(directory: Path, stopper: StorageStopper, study: str, again: str) -> None:
     """After the trials stopped: one line naming the cause if the results directory was full or
-    not writable (finished trials are kept; --resume continues once it is fixed)."""
+    not writable (finished trials are kept; ``again``, the command that continues the study,
+    runs once it is fixed)."""
     trouble = stopper.trouble(now=True)
     if trouble is None and stopper.error is None:
         return
-    resume = f"then resume with: python -m study.run {study} --resume{results_flag} (finished trials are kept)"
+    resume = f"then resume with: {again} (finished trials are kept)"
     if trouble == "full":
         raise UserError(f"study {study} stopped: no space left on the device of {directory}; free some space, {resume}")
     if trouble is not None:

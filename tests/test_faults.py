@@ -356,7 +356,8 @@ def test_full_or_read_only_results_disk_stops_with_one_line_and_resumes(tmp_path
         path.write_text(grid_study("disk", TWO_BY_TWO, seeds=2, epochs=3))
         args = [str(path), "--cpus", "1", "--results", str(results)]
         store = results / "ray" / "disk"
-        resume = f"then resume with: python -m study.run disk --resume --results {results} (finished trials are kept)"
+        # the command the user typed, plus --resume (the study came from a file: its name alone is no command)
+        resume = f"then resume with: python -m study.run {path} --cpus 1 --results {results} --resume (finished trials are kept)"
 
         driver = start_study(*args, env=ray_env)
         wait_for_unfinished_checkpoint(store)
