@@ -24,11 +24,27 @@ def refused_write_cause(err: OSError) -> str:
     return "full" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "not writable"
 
 
+def file_mode() -> int:
+    """The mode a new file gets from the process's umask (0o644 under the usual 022, 0o664 under a
+    group's 002): a temporary file is created private (0600), and would keep that after the rename."""
+    try:  # read, not set: os.umask() sets as it reads, which a thread writing meanwhile would see
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` on a temporary path in ``path``'s directory, fsync it, rename it to ``path``."""
+    """Call ``write(tmp)`` on a temporary path in ``path``'s directory, fsync it, rename it to
+    ``path``; the file gets the mode the umask gives a new file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, file_mode())
     os.close(fd)
     tmp = Path(tmp_name)
     try:
