@@ -87,6 +87,13 @@ def load_for_inference(directory: str | Path, device: str = "cpu") -> tuple[Seq2
     saved = load_file(path)
     if not isinstance(saved, dict) or not isinstance(saved.get("model"), dict):
         raise CheckpointError(f"{path}: holds no model weights; pass a checkpoint directory written by nmt.train")
+    for name, vocab, file in (("src_embed.weight", src_vocab, SRC_SPM), ("tgt_embed.weight", tgt_vocab, TGT_SPM)):
+        weights = saved["model"].get(name)
+        if weights is not None and weights.shape[0] != len(vocab):  # a damaged or foreign subword model, not the weights
+            shown = file if (directory / file).is_file() else SRC_SPM
+            raise CheckpointError(f"{directory / shown}: holds {len(vocab)} subwords, but {path.name} was trained with "
+                                  f"{weights.shape[0]}; the subword model is damaged or from another run (copy the "
+                                  f"run's checkpoint directory again)")
     model = build_model(cfg.model, len(src_vocab), len(tgt_vocab))
     try:
         model.load_state_dict(saved["model"])

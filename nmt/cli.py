@@ -4,6 +4,7 @@ read-only, permissions), are one line on stderr and exit 2."""
 from __future__ import annotations
 
 import atexit
+import errno
 import logging
 import os
 import sys
@@ -33,6 +34,9 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
     except OSError as err:
+        if err.errno == errno.ENAMETOOLONG and not debug:  # a name the file system refuses (over 255 bytes)
+            print(f"error: {err.filename or 'a path'}: {err.strerror}; choose a shorter name", file=sys.stderr)
+            return 2
         if debug or err.errno not in STORAGE_ERRNOS:
             raise
         fix = "free some space" if refused_write_cause(err) == "full" else "make it writable"

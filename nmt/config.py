@@ -100,11 +100,11 @@ class TrainConfig:
 class DecodeConfig:
     """Search used for the test set and ``nmt.translate``."""
 
-    beam: int = setting(5, ge=1)
-    length_penalty: float = 1.0  # rank finished hypotheses by logprob / length**alpha
+    beam: int = setting(5, ge=1, le=1000)
+    length_penalty: float = setting(1.0, "alpha: rank finished hypotheses by logprob / length**alpha", ge=0.0, le=10.0)
     max_len_ratio: float = setting(2.0, "stop at ratio * source length + 10", gt=0.0)
     batch_size: int = setting(64, "sentences per decoding batch", ge=1)
-    valid_beam: int = setting(1, "per-epoch valid BLEU (1 = greedy, fast)", ge=1)
+    valid_beam: int = setting(1, "per-epoch valid BLEU (1 = greedy, fast)", ge=1, le=1000)
 
 
 @dataclass

@@ -17,6 +17,8 @@ from pathlib import Path
 from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 
+MAX_BEAM = 1000  # decode.beam's bound (nmt.config)
+MAX_LENGTH_PENALTY = 10.0  # decode.length_penalty's bound
 DEFAULT_MAX_LEN = 512  # subwords per source line; longer lines are cut (with a warning)
 # characters that str.splitlines() would break a line at, other than \n and \r\n
 INLINE_BREAKS = str.maketrans({c: " " for c in "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
@@ -71,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
                         ("--max-len", args.max_len)):
         if value is not None and value < 1:
             raise UserError(f"{flag} {value}: must be >= 1")
+    if args.beam is not None and args.beam > MAX_BEAM:
+        raise UserError(f"--beam {args.beam}: at most {MAX_BEAM} (a beam keeps beam x vocabulary scores per sentence; "
+                        f"5-10 is usual)")
+    if args.length_penalty is not None and not 0.0 <= args.length_penalty <= MAX_LENGTH_PENALTY:
+        raise UserError(f"--length-penalty {args.length_penalty}: must be a number from 0 to {MAX_LENGTH_PENALTY:g} "
+                        f"(0: no normalisation; 0.6-1.0 is usual)")
     directory = args.checkpoint
     if (directory / "checkpoint").is_dir():
         directory = directory / "checkpoint"

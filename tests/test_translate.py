@@ -65,6 +65,19 @@ def no_model_in_the_file(checkpoint: Path) -> Path:
     return checkpoint
 
 
+def subwords_of_another_run(checkpoint: Path) -> Path:
+    """src.model replaced by a smaller subword model (a damaged copy, or another run's)."""
+    import sentencepiece
+
+    text = checkpoint.parent / "text.txt"
+    text.write_text("".join(f"die katze sieht das haus {n} mal und der hund nicht\n" for n in range(200)))
+    sentencepiece.SentencePieceTrainer.train(input=str(text), model_prefix=str(checkpoint.parent / "other"),
+                                             vocab_size=40, model_type="bpe", minloglevel=2,
+                                             pad_id=0, unk_id=1, bos_id=2, eos_id=3)
+    shutil.copy(checkpoint.parent / "other.model", checkpoint / "src.model")
+    return checkpoint
+
+
 @pytest.mark.parametrize("damage, data, args, expected", [
     (weights_for_another_model, b"hallo\n", [], ["best.pt", "do not fit", "config.yaml"]),
     (no_model_in_the_file, b"hallo\n", [], ["best.pt", "holds no model weights"]),
@@ -73,8 +86,12 @@ def no_model_in_the_file(checkpoint: Path) -> Path:
     (None, b"hallo\n", ["--max-len", "0"], ["--max-len 0", ">= 1"]),
     (None, b"hallo\n", ["--output", "{tmp}/missing/out.txt"], ["--output", "missing", "does not exist"]),
     (None, b"hallo\n", ["--output", "{tmp}"], ["--output", "is a directory"]),
+    (None, b"hallo\n", ["--beam", "100000000"], ["--beam 100000000", "at most 1000"]),
+    (None, b"hallo\n", ["--length-penalty", "nan"], ["--length-penalty nan", "from 0 to 10"]),
+    (subwords_of_another_run, b"hallo\n", [], ["src.model: holds 40 subwords", "damaged or from another run"]),
 ], ids=["config and weights differ", "no model in the file", "undecodable stdin", "threads -1", "max-len 0",
-        "output in a missing folder", "output is a folder"])
+        "output in a missing folder", "output is a folder", "a huge beam", "a length penalty that is no number",
+        "subword model of another run"])
 def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, checkpoint, damage, data, args, expected):
     if damage is not None:
         checkpoint = damage(Path(shutil.copytree(checkpoint, tmp_path / "checkpoint")))
