@@ -63,6 +63,9 @@ ROW_LOGGED = {"bleu_mean": "bleu", "bleu_std": "bleu_std", "delta": "delta", "ch
               "train_tokens_per_s": "train_tokens_per_s"}
 
 
+RESULTS_TAG = "results_dir"  # every run's tag: the results directory whose driver logged it
+
+
 def default_tracking_uri(results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / 'mlflow.db').resolve()}"
 
@@ -139,7 +142,8 @@ class StudyTracker:
         """Reuse the parent run of a resumed study, or open a new one."""
         if parent_id is not None:
             try:
-                self.client.get_run(parent_id)
+                if self.client.get_run(parent_id).info.lifecycle_stage == "deleted":
+                    raise LookupError("deleted")
                 self.client.update_run(parent_id, status="RUNNING")
                 self.parent_id = parent_id
                 self._safe(self.client.log_batch, parent_id, tags=_tags({**self.run_tags, "driver": _driver()}))
@@ -153,10 +157,32 @@ class StudyTracker:
                                            "varied": ", ".join(self.varied), **self.run_tags})
         self.parent_id = run.info.run_id
         self._safe(self.client.log_batch, self.parent_id, params=_params(params))
+        if parent_id is not None:
+            self._retire_children_of(parent_id)
         return self.parent_id
 
-    def close_stale_runs(self) -> int:
-        """Runs of this study still RUNNING belong to a driver that is gone: close them as KILLED."""
+    def _retire_children_of(self, gone: str) -> None:
+        """The child runs of a parent run that was deleted (in the UI) or lost: the new parent's
+        children, which ``reconcile`` fills from the trial store, replace them, so they are tagged
+        ``superseded_by`` and deleted (MLflow keeps deleted runs restorable)."""
+        try:
+            orphans = self.client.search_runs([self.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{gone}'",
+                                              max_results=50_000)
+        except Exception as err:
+            self._failed(err)
+            return
+        for run in orphans:
+            self._safe(self.client.set_tag, run.info.run_id, "superseded_by", self.parent_id)
+            self._safe(self.client.delete_run, run.info.run_id)
+
+    def close_stale_runs(self, parent_id: str | None = None) -> int:
+        """Runs of this study and results directory still RUNNING belong to a driver that is gone:
+        close them as KILLED. A run is this results directory's when its ``results_dir`` tag says
+        so, when it is (a child of) this study's parent run ``parent_id`` (a results directory that
+        moved), or when it has no such tag (a run of an older version). Another results directory's
+        driver of a study of the same name, on a shared tracking server, is left alone."""
+        parent_id = parent_id or self.parent_id
+        mine = self.run_tags.get(RESULTS_TAG)
         closed = 0
         if self.offline:
             return 0
@@ -167,7 +193,10 @@ class StudyTracker:
             self._failed(err)
             return 0
         for run in runs:
-            if run.data.tags.get("study") == self.study:
+            tags = run.data.tags
+            ours = (tags.get(RESULTS_TAG) in (None, mine) or parent_id is not None
+                    and parent_id in (run.info.run_id, tags.get("mlflow.parentRunId")))
+            if tags.get("study") == self.study and ours:
                 self._safe(self.client.set_terminated, run.info.run_id, "KILLED")
                 closed += 1
         return closed

@@ -141,3 +141,46 @@ def test_runs_of_trials_that_moved_to_new_keys_are_retired_by_any_later_driver(t
     assert [(r.info.run_id, r.data.tags["superseded_by"]) for r in deleted] == [(old_gru, "new-gru")]
     active = {r.info.run_id for r in tracker.client.search_runs([tracker.experiment_id], "tags.trial_key != ''")}
     assert active == {new_gru, atr, other_seed, kept}
+
+
+def test_runs_belong_to_a_results_directory_not_to_a_study_name(tmp_path):
+    """Two results directories' drivers of a study of the same name on one tracking store: a
+    starting driver closes only its own directory's runs left RUNNING (and an older version's,
+    untagged), or those of its own parent run (a results directory that moved)."""
+    uri = default_tracking_uri(tmp_path)
+
+    def driver(results: str, parent: str | None = None) -> StudyTracker:
+        tracker = StudyTracker(uri, "shared", run_tags={"results_dir": results})
+        tracker.connect()
+        tracker.start_parent("fingerprint", {}, parent_id=parent)
+        return tracker
+
+    a = driver("/lab/a")
+    a_child = a.child("k1", "GRU", 1, {"model": {"cell": "gru"}})
+    untagged = a.client.create_run(a.experiment_id, tags={"study": "shared"}).info.run_id  # an older version's
+    b = StudyTracker(uri, "shared", run_tags={"results_dir": "/lab/b"})
+    b.connect()
+    assert b.close_stale_runs() == 1  # the untagged run only: /lab/a's driver is alive
+    status = {run_id: b.client.get_run(run_id).info.status for run_id in (a.parent_id, a_child, untagged)}
+    assert status == {a.parent_id: "RUNNING", a_child: "RUNNING", untagged: "KILLED"}
+    moved = StudyTracker(uri, "shared", run_tags={"results_dir": "/new/place/of/a"})
+    moved.connect()
+    assert moved.close_stale_runs(a.parent_id) == 2  # /lab/a copied elsewhere: its parent and child are its own
+
+
+def test_a_parent_run_deleted_in_the_ui_takes_its_children_with_it_on_resume(tmp_path):
+    from mlflow.entities import ViewType
+
+    tracker, child = _tracker_with_trial(tmp_path)
+    old_parent = tracker.parent_id
+    tracker.client.set_terminated(child, "KILLED")
+    tracker.client.delete_run(old_parent)  # in the MLflow UI
+    resumed = StudyTracker(default_tracking_uri(tmp_path), "replay")
+    resumed.connect()
+    new_parent = resumed.start_parent("fingerprint", {"study": "replay"}, parent_id=old_parent)
+    assert new_parent != old_parent
+    active = resumed.client.search_runs([resumed.experiment_id], "tags.trial_key != ''")
+    assert active == []  # the new parent's children come from the trial store (reconcile)
+    deleted = resumed.client.search_runs([resumed.experiment_id], "tags.trial_key != ''",
+                                         run_view_type=ViewType.DELETED_ONLY)
+    assert [(r.info.run_id, r.data.tags["superseded_by"]) for r in deleted] == [(child, new_parent)]
