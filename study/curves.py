@@ -24,6 +24,7 @@ import pandas as pd
 
 from nmt.errors import UserError
 from nmt.fileio import write_bytes
+from study.record_validation import regular_file
 
 PROGRESS_FILE = "progress.csv"
 CURVES_FILE = "curves.png"
@@ -70,7 +71,7 @@ def _cell(value):
 
 def load_progress(study_dir: Path) -> pd.DataFrame | None:
     path = study_dir / PROGRESS_FILE
-    if not path.is_file():
+    if not regular_file(path, "restore it from git, or delete it: the curves are drawn again from the trial store"):
         return None
     with open(path, encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
@@ -84,7 +85,8 @@ def load_progress(study_dir: Path) -> pd.DataFrame | None:
     frame = pd.DataFrame(rows)
     for column in COLUMNS:
         if column not in ("label", "key"):
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+            values = pd.to_numeric(frame[column], errors="coerce")  # a damaged cell is no point, never inf
+            frame[column] = values.where(values.abs() != float("inf"))
     return frame
 
 

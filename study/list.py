@@ -5,13 +5,13 @@ each exist; ``python -m study.list NAME``: where each trial of one study stands
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import sys
 from pathlib import Path
 
 from nmt.cli import program_name, run_main
+from study.record_validation import BadRecord, check_mapping, read_json, read_text
 from study.stored import STATE_FILE, is_smoke_run
 
 # where results are looked for when no --results is given: a user's runs, their smoke checks,
@@ -101,16 +101,17 @@ def results_state(place: Path, name: str) -> str | None:
     path = study_dir / STATE_FILE
     if not path.is_file():
         return None
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+    try:  # read as input: a link, a FIFO or a damaged record is said, never followed, waited on or trusted
+        state = check_mapping(read_json(path), str(path))
         if is_smoke_run(state):
             return "smoke check"
-        if state.get("status") == "complete":
-            saved = study_dir / "trials.jsonl"
-            count = len(saved.read_text(encoding="utf-8").splitlines()) if saved.is_file() else 0
-            return f"finished ({count} trials)"
-    except (OSError, ValueError, AttributeError):  # not JSON, not UTF-8, not the shape a run writes
+    except BadRecord:
         return "unreadable study.json"
+    if state.get("status") == "complete":
+        try:
+            return f"finished ({len((read_text(study_dir / 'trials.jsonl') or '').splitlines())} trials)"
+        except BadRecord:
+            return "finished (unreadable trials.jsonl)"
     from study.results import experiment_dir
     from study.spec import count_trials, spec_from_dict
 
@@ -129,9 +130,9 @@ def driver_alive(place: Path, name: str) -> bool:
     """Whether the driver named in the study's lock file is a live process of this machine. The
     lock file is only read: taking the lock, even for a moment, could refuse a driver starting."""
     try:
-        holder = json.loads((place / f".{name}.lock").read_text(encoding="utf-8"))
+        holder = check_mapping(read_json(place / f".{name}.lock"), "lock file")
         pid = int(holder["pid"])
-    except (OSError, ValueError, TypeError, KeyError):
+    except (BadRecord, ValueError, TypeError, KeyError):
         return False
     if pid <= 0:  # os.kill would signal a process group, not a driver
         return False

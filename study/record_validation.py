@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import stat
 from pathlib import Path
 
@@ -61,27 +62,8 @@ def _int(text: str) -> int | _Bad:
 def read_json(path: Path, fix: str = "") -> object | None:
     """The JSON value in ``path`` (None when there is no such file), read strictly; ``fix`` ends
     the one-line error."""
-    path = Path(path)
-    try:
-        info = path.lstat()
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        raise BadRecord(_line(path, f"cannot be read ({err.strerror})", fix)) from None
-    if stat.S_ISLNK(info.st_mode):
-        raise BadRecord(_line(path, "is a symbolic link, not a record the platform wrote (links are not followed)",
-                              fix))
-    if not stat.S_ISREG(info.st_mode):
-        raise BadRecord(_line(path, "is not a regular file", fix))
-    if info.st_size > MAX_BYTES:
-        raise BadRecord(_line(path, f"is {info.st_size:,} bytes, far larger than any record the platform writes", fix))
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        raise UnreadableRecord(_line(path, "is not UTF-8 text", fix)) from None
-    except OSError as err:
-        raise BadRecord(_line(path, f"cannot be read ({err.strerror})", fix)) from None
-    return parse_json(text, str(path), fix)
+    text = read_text(path, fix)
+    return None if text is None else parse_json(text, str(path), fix)
 
 
 def parse_json(text: str, where: str, fix: str = "") -> object:
@@ -166,7 +148,9 @@ def check_scalars(record: dict, where: str, fix: str = "", skip: tuple[str, ...]
 def check_metrics(record: dict, where: str, fix: str = "", prefix: str = "") -> dict:
     """A trial's metrics after an epoch, or when it finished (``history``: its epochs)."""
     check_scalars(record, where, fix, skip=("history",), prefix=prefix)
-    for key in ("epoch", "epochs", "best_epoch", "steps"):
+    for key in ("epoch", "epochs"):  # a step or token budget can end a trial within an epoch (2.5)
+        check_field(record, key, NUMBER, where, fix, required=False, minimum=0, prefix=prefix)
+    for key in ("best_epoch", "steps"):
         check_field(record, key, NUMBER, where, fix, required=False, minimum=0, whole=True, prefix=prefix)
     for key in ("test_bleu", "valid_bleu", "test_chrf", "elapsed_seconds", "train_seconds", "train_tokens_per_s",
                 "decode_words_per_s", "params"):
@@ -185,7 +169,7 @@ def check_history(epochs: object, where: str, fix: str = "", prefix: str = "epoc
         place = f"{prefix}[{index}]"
         if not isinstance(entry, dict):
             raise BadRecord(_line(where, f"'{place}' is {_shown(entry)}, not an epoch's record", fix))
-        check_field(entry, "epoch", NUMBER, where, fix, minimum=0, whole=True, prefix=f"{place}.")
+        check_field(entry, "epoch", NUMBER, where, fix, minimum=0, prefix=f"{place}.")
         check_metrics(entry, where, fix, prefix=f"{place}.")
     return epochs
 
@@ -219,3 +203,80 @@ def _shown(value: object) -> str:
 
 def _line(where: object, problem: str, fix: str) -> str:
     return f"{where}: {problem}" + (f"; {fix}" if fix else "")
+
+
+# --- the copy of the records beside the tables (trials.jsonl) and the files they name ------
+
+TRIAL_KEY = re.compile(r"[0-9a-f]{12}")  # study.spec.config_key: the first 12 hex digits of a SHA-256
+
+
+def read_jsonl(path: Path, fix: str = "") -> list[tuple[int, object]]:
+    """(line number, JSON value) of each record of a file of one record a line (``trials.jsonl``),
+    each read strictly; a line cut short is an ``UnreadableRecord`` naming its number."""
+    path = Path(path)
+    text = read_text(path, fix)
+    if text is None:
+        return []
+    return [(number, parse_json(line, f"{path} line {number}", fix))
+            for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+
+
+def regular_file(path: Path, fix: str = "") -> bool:
+    """Whether a file the platform wrote is there (False when missing); a link or anything but a
+    regular file in its place is a ``BadRecord``."""
+    try:
+        mode = Path(path).lstat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as err:
+        raise BadRecord(_line(path, f"cannot be read ({err.strerror})", fix)) from None
+    if stat.S_ISLNK(mode):
+        raise BadRecord(_line(path, "is a symbolic link, not a file the platform wrote (links are not followed)", fix))
+    if not stat.S_ISREG(mode):
+        raise BadRecord(_line(path, "is not a regular file", fix))
+    return True
+
+
+def read_text(path: Path, fix: str = "", limit: int = MAX_BYTES) -> str | None:
+    """A stored text file (a record, test.ref, a hypothesis file), None when it is missing; a
+    link, a FIFO, a folder or a file far too large is a ``BadRecord``, never opened."""
+    path = Path(path)
+    if not regular_file(path, fix):
+        return None
+    try:
+        size = path.lstat().st_size
+        if size > limit:
+            raise BadRecord(_line(path, f"is {size:,} bytes, far larger than any file the platform writes", fix))
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise UnreadableRecord(_line(path, "is not UTF-8 text", fix)) from None
+    except OSError as err:
+        raise BadRecord(_line(path, f"cannot be read ({err.strerror})", fix)) from None
+
+
+def check_saved_record(record: object, where: str, fix: str = "") -> dict:
+    """One line of trials.jsonl: a trial's identity, status and metrics, and its hypothesis file
+    (``hyps/<key>.hyp``, nothing else: a record never names a path of its own choosing)."""
+    record = check_mapping(record, where, fix)
+    key = check_field(record, "key", (str,), where, fix)
+    if not TRIAL_KEY.fullmatch(key):
+        raise BadRecord(_line(where, f"'key' is {_shown(key)}, not a trial key (12 hex digits)", fix))
+    check_identity(record, where, fix)
+    check_field(record, "status", (str,), where, fix)
+    metrics = check_field(record, "metrics", (dict,), where, fix)
+    check_metrics(metrics, where, fix, prefix="metrics.")
+    for name in ("error", "node"):
+        check_field(record, name, (str,), where, fix, required=False)
+    hyp = check_field(record, "hyp_file", (str,), where, fix, required=False)
+    if hyp is not None and hyp != f"hyps/{key}.hyp":
+        raise BadRecord(_line(where, f"'hyp_file' is {_shown(hyp)}, not hyps/{key}.hyp", fix))
+    return record
+
+
+def check_state(state: object, where: str, fix: str = "") -> dict:
+    """study.json: a mapping whose ``spec`` (the effective study) is a mapping too."""
+    state = check_mapping(state, where, fix)
+    check_field(state, "spec", (dict,), where, fix)
+    for name in ("status", "study", "command"):
+        check_field(state, name, (str,), where, fix, required=False)
+    return state

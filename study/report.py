@@ -18,6 +18,7 @@ import argparse
 import base64
 import html
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -28,7 +29,8 @@ from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 from nmt.fileio import write_lines
 from study.additivity import Additivity, ablation_additivity, has_additivity
-from study.ownership import owned_path
+from study.ownership import check_real_tree, owned_path
+from study.record_validation import read_text, regular_file
 from study.spec import STUDY_NAME, spec_from_dict
 from study.stored import command_history, load_stored_study, read_study_state
 from study.tables import StudyTable, display_frame, footnotes
@@ -100,9 +102,13 @@ def html_table(frame: pd.DataFrame, title: str, notes: list[str], marked_label: 
 
 def figure_paths(study_dir: Path) -> list[Path]:
     """Every PNG figure in the study's directory: its own first, then those of subdirectories
-    (analyses), each group by name."""
-    return sorted(study_dir.rglob("*.png"), key=lambda p: (len(p.relative_to(study_dir).parts),
-                                                             p.relative_to(study_dir).as_posix()))
+    (analyses), each group by name. Regular files only, found without following a link: a link
+    named like a figure would embed what it points to in a page meant to be sent to others."""
+    found = []
+    for parent, _, files in os.walk(study_dir, followlinks=False):
+        found += [Path(parent) / name for name in files if name.endswith(".png")]
+    found = [path for path in found if regular_file(path, "remove it; a study's directory holds only what it wrote")]
+    return sorted(found, key=lambda p: (len(p.relative_to(study_dir).parts), p.relative_to(study_dir).as_posix()))
 
 
 def figures(study_dir: Path) -> str:
@@ -129,8 +135,7 @@ def _yaml(tree) -> str:
 
 def configuration(study_dir: Path, state: dict) -> str:
     command_file = study_dir / "command.txt"
-    commands = command_history(state) or (command_file.read_text(encoding="utf-8").splitlines()
-                                           if command_file.is_file() else [])
+    commands = command_history(state) or (read_text(command_file) or "").splitlines()
     heading = ["<h3>Command</h3>"] if len(commands) < 2 else [
         "<h3>Commands</h3>", "<p>The first started the study; each later one continued (--resume) or extended "
         "(--extend) it.</p>"]
@@ -227,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     study_dir = owned_path(root, root / args.name, "study directory")
     if not study_dir.is_dir():
         raise UserError(f"study {args.name}: no stored results in {root}; run python -m study.run {args.name} first")
+    check_real_tree(study_dir, "study directory")
     path = write_html_report(study_dir)
     print(f"wrote {path}")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from study.record_validation import check_saved_record, read_jsonl, regular_file
 from study.trial_store import TrialStore
 
 
@@ -42,15 +43,18 @@ def save_records(records: list[dict], study_dir: Path) -> None:
 
 
 def load_saved_records(study_dir: Path) -> list[dict]:
-    """Trial records from ``save_records`` (no Ray needed)."""
+    """Trial records from ``save_records`` (no Ray needed), each line checked as input: a bad one
+    is one line naming the file, the line and the field (study.record_validation)."""
     path = study_dir / TRIALS_FILE
-    if not path.is_file():
-        return []
+    fix = f"restore it, or rebuild it from the trial store with python -m study.table {study_dir.name}"
     records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
+    for number, value in read_jsonl(path, fix):
+        record = check_saved_record(value, f"{path} line {number}", fix)
         hyp = record.pop("hyp_file", None)
-        record["hyp_path"] = str(study_dir / hyp) if hyp and (study_dir / hyp).is_file() else None
+        hyp_path = study_dir / hyp if hyp else None
+        if hyp_path is not None and not regular_file(hyp_path, fix):
+            hyp_path = None
+        record["hyp_path"] = str(hyp_path) if hyp_path else None
         record["artifacts"] = [record["hyp_path"]] if record["hyp_path"] else []
         records.append(record)
     return records

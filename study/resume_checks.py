@@ -15,14 +15,21 @@ from study.trial_store import TrialStore
 
 
 def check_resumable(spec: StudySpec, opts: RunOptions, state: dict | None, results_root: Path, exp_dir: Path) -> None:
-    """--resume and --extend need a stored run of the study."""
-    if state is None or not exp_dir.is_dir():
+    """--resume and --extend need a stored run of the study: its trial store, the source of truth.
+    A study whose folder (study.json, the tables) was lost continues from its trial store alone."""
+    if not exp_dir.is_dir():
         flag = "--extend" if opts.extend else "--resume"
         raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
+    if state is None:
+        print(f"note: {results_root / spec.name / 'study.json'} is missing; the study continues from its trial store "
+              f"{exp_dir} (the study file given now says what the study is)", flush=True)
 
 
-def check_resumable_changes(spec: StudySpec, opts: RunOptions, state: dict) -> None:
-    """--resume continues the study as it started; --extend lets it gain rows, seeds or epochs."""
+def check_resumable_changes(spec: StudySpec, opts: RunOptions, state: dict | None) -> None:
+    """--resume continues the study as it started; --extend lets it gain rows, seeds or epochs.
+    Without a stored state (a lost study folder) the trial keys alone decide what is kept."""
+    if state is None:
+        return
     # compared as any machine sees them: data files by content and base name, no cache
     # directory (a clone elsewhere with the corpus at another path continues the study)
     before = state.get("portable_request") or portable_tree(state.get("request", {}))

@@ -39,13 +39,14 @@ from study.ray_setup import (BackgroundShutdown, check_address, check_cluster_fi
                               trial_resources, trials_at_once)
 from study.results import experiment_dir, load_records
 from study.resume_checks import check_extension, check_resumable, check_resumable_changes, resume_command, study_argument
+from study.record_validation import BadRecord
 from study.reuse import reusable_keys, reuse_finished_trials, reuse_sources
 from study.row_cost import row_work
 from study.spec import StudySpec, Trial, expand, portable_tree, spec_to_dict, study_axes
 from study.storage import StorageStopper, check_storage
 from study.stored import STATE_FILE, command_history, is_smoke_run, read_state, with_command
 from study.tables import warnings as table_warnings
-from study.tracking import StudyTracker, default_tracking_uri
+from study.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri
 from study.trial_store import FINISHED, TrialStore
 from study.tuner import build_tuner
 
@@ -167,6 +168,11 @@ def refuse_or_replace(spec: StudySpec, opts: RunOptions, state: dict | None, res
         return False
     if not exp_dir.exists() and state is None:
         return False
+    foreign = TrialStore(exp_dir).foreign_entries()
+    if foreign:  # what --fresh or a smoke run's replacement would delete must be the tool's own store
+        raise UserError(f"study {spec.name}: its trial store {exp_dir} holds files the tool did not write "
+                        f"({', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''}); move them away, or give "
+                        f"another --results directory")
     if is_smoke_run(state):  # a check, not a result: the next run, smoke or full, replaces it
         print(f"replacing the --smoke run's results of {spec.name} in {results_root}", flush=True)
         return True
@@ -191,7 +197,12 @@ def refuse_or_replace(spec: StudySpec, opts: RunOptions, state: dict | None, res
 
 def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir: Path, exp_dir: Path,
                 address: str | None, resources: dict) -> int:
-    state = read_state(study_dir)
+    try:
+        state = read_state(study_dir)
+    except BadRecord:
+        if not opts.fresh:
+            raise
+        state = None  # --fresh replaces a damaged study.json with the rest of the study's results
     start = time.time()
     replace = refuse_or_replace(spec, opts, state, results_root, exp_dir)
 
@@ -203,7 +214,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     uri = tracking_uri(opts, state, results_root)
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts",
                            description=spec.fields.description, varied=study_axes(spec),
-                           run_tags={"smoke": str(bool(spec.tree.get("smoke"))).lower(), **environment()})
+                           run_tags={"smoke": str(bool(spec.tree.get("smoke"))).lower(), RESULTS_TAG: str(results_root),
+                                     **environment()})
     if not replace:  # a replaced run's store is cleared first, so its plan is made after that
         trials, plan = finalize_trials(spec, opts, exp_dir)
         if opts.extend and spec.fields.search is None:
@@ -224,7 +236,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
             if sources:
                 reuse_finished_trials(TrialStore(exp_dir), trials, sources, log=lambda line: print(line, flush=True))
             write_lines(study_dir / "test.ref", references)
-            closed = tracker.close_stale_runs()
+            closed = tracker.close_stale_runs(_stored_parent(opts, state, uri))
             if closed:
                 print(f"closed {closed} MLflow run(s) left RUNNING by a previous driver (marked KILLED)", flush=True)
             parent = tracker.start_parent(spec.fingerprint, {"description": spec.fields.description, "kind": spec.kind,

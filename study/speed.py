@@ -34,6 +34,7 @@ from pathlib import Path
 from nmt.cli import program_name, run_main
 from nmt.errors import UserError
 from nmt.memory import keep_freed_memory
+from study.record_validation import read_json
 
 SPEED_FILE = "speed.json"
 TRIAL_TIMINGS_NOTE = ("train tok/s and decode w/s: the trials' own timings (mean over seeds), taken while they "
@@ -187,10 +188,10 @@ def machine_name() -> str:
 def read_speed(study_dir: Path) -> dict | None:
     """The study's timing pass (``speed.json``), or None when it has none."""
     path = study_dir / SPEED_FILE
-    if not path.is_file():
+    speed = read_json(path, f"restore it, or time the study again with python -m study.speed {study_dir.name}")
+    if speed is None:
         return None
     try:
-        speed = json.loads(path.read_text(encoding="utf-8"))
         missing = [key for key in ("date", "machine", "threads", "repeats", "rows") if key not in speed]
         if missing:
             raise KeyError(", ".join(missing))

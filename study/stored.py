@@ -9,12 +9,14 @@ when the directory is a local run's, else the copy kept next to the tables (``tr
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.errors import UserError
+from nmt.errors import ConfigError, UserError
+from study.migration import comparable
+from study.ownership import check_real_tree
+from study.record_validation import BadRecord, check_mapping, check_state, read_json, read_text
 from study.results import TRIALS_FILE, experiment_dir, load_records, load_saved_records
 from study.spec import StudySpec, expand, spec_from_dict
 from study.speed import read_speed, with_speed
@@ -32,6 +34,44 @@ class TableLayout:
     reference: str | None  # the label of the row every Δ and p-value is measured against
     row_order: list[str] | None  # None: the order the records' rows give (search studies)
     planned_seeds: dict[str, int] | None = None  # trials each row will have; None for search studies
+
+
+def study_trials(spec: StudySpec, records: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the records that are trials of the study, the stored records that are not). A trial
+    store can hold trials of another config under a row's label and seed (one that migration
+    left where it was, one copied in by hand); a table holds exactly the study's trials: one
+    record per label and seed, with that trial's key or a config this version reads as the
+    same (study.migration.comparable). A search's trials are its own samples: all are kept."""
+    if spec.fields.search is not None:
+        return records, []
+    expected = {(trial.label, trial.seed): trial for trial in expand(spec)}
+    kept, left_out, taken = [], [], set()
+    # records under their trial's own key first: a stale copy of the same trial never displaces one
+    for record in sorted(records, key=lambda r: r["key"] != getattr(expected.get((r["label"], r["seed"])), "key", None)):
+        slot = (record["label"], record["seed"])
+        trial = expected.get(slot)
+        if trial is not None and slot not in taken and (record["key"] == trial.key or _same_trial(record, trial)):
+            kept.append(record)
+            taken.add(slot)
+        else:
+            left_out.append(record)
+    order = {id(record): index for index, record in enumerate(records)}
+    return sorted(kept, key=lambda r: order[id(r)]), sorted(left_out, key=lambda r: order[id(r)])
+
+
+def _same_trial(record: dict, trial) -> bool:
+    try:
+        return comparable(record["config"]) == comparable(trial.config)
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return False
+
+
+def left_out_note(left_out: list[dict]) -> str:
+    """The table's note on the stored trials it does not show."""
+    shown = ", ".join(f"{r['key']} ({r['label']} seed {r['seed']})" for r in left_out[:5])
+    more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
+    return (f"Left out: {len(left_out)} stored trial(s) that are not trials of this study (another config under a "
+            f"row's label and seed): {shown}{more}.")
 
 
 def table_layout(spec: StudySpec) -> TableLayout:
@@ -81,15 +121,16 @@ def is_smoke_run(state: dict | None) -> bool:
 
 def read_state(study_dir: Path) -> dict | None:
     """study.json of a study's result directory, None where there is none; a one-line error
-    when it cannot be read."""
+    when it is not a JSON mapping (study.record_validation)."""
     path = study_dir / STATE_FILE
-    if not path.is_file():
-        return None
+    fix = ("move it away and continue with --resume (the trial store is the source of truth), or start over "
+           "with --fresh")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: unreadable study state ({err}); delete it, or run the study again "
-                        f"with --fresh") from None
+        state = read_json(path)
+    except BadRecord as err:
+        problem = str(err).removeprefix(f"{path}: ")
+        raise BadRecord(f"{path}: unreadable study state ({problem}); {fix}") from None
+    return None if state is None else check_mapping(state, str(path), fix)
 
 
 def command_history(state: dict | None) -> list[str]:
@@ -109,15 +150,13 @@ def with_command(history: list[str], command: str) -> list[str]:
 
 def read_study_state(study_dir: Path) -> dict:
     """study.json of a study's result directory, with the study's spec; a one-line error when
-    there is none."""
+    there is none or it is not a study's state."""
     state = read_state(study_dir)
     path = study_dir / STATE_FILE
     if state is None:
         raise UserError(f"{study_dir}: no {STATE_FILE}, so not the result directory of a study "
                         f"(python -m study.run NAME writes results/NAME/)")
-    if not isinstance(state, dict) or not isinstance(state.get("spec"), dict):
-        raise UserError(f"{path}: not a study state (no 'spec' mapping); rerun the study to rewrite it")
-    return state
+    return check_state(state, str(path), "rerun the study with --resume to rewrite it")
 
 
 def load_stored_study(study_dir: Path) -> StoredStudy:
@@ -126,14 +165,22 @@ def load_stored_study(study_dir: Path) -> StoredStudy:
     study_dir = study_dir.resolve()
     if not study_dir.is_dir():
         raise UserError(f"{study_dir}: no such directory")
+    check_real_tree(study_dir, "study directory")
+    check_real_tree(experiment_dir(study_dir.parent, study_dir.name), "trial store")
     state = read_study_state(study_dir)
     spec = spec_from_dict(state["spec"], source=str(study_dir / STATE_FILE))
     name = study_dir.name
     store = experiment_dir(study_dir.parent, name)
     records = load_records(study_dir.parent, name) if store.is_dir() else load_saved_records(study_dir)
+    records = study_trials(spec, records)[0]
     if not records:
         raise UserError(f"{study_dir}: no trial records (neither {TRIALS_FILE} nor a trial store {store}); "
                         f"python -m study.table {name} writes them once the study has trials")
-    references_path = study_dir / REFERENCES_FILE
-    references = references_path.read_text(encoding="utf-8").splitlines() if references_path.is_file() else None
+    references = read_references(study_dir)
     return StoredStudy(name, study_dir, state, spec, records, references)
+
+
+def read_references(study_dir: Path) -> list[str] | None:
+    """The test set's references kept beside the tables (test.ref), None when not kept."""
+    text = read_text(study_dir / REFERENCES_FILE, "restore it, or run the study again with --resume")
+    return None if text is None else text.splitlines()

@@ -21,10 +21,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     args = parser.parse_args(argv)
 
+    # after parsing: --help and a bad argument answer before pandas, matplotlib and the spec load
     from study.results import experiment_dir, load_records, load_saved_records
     from study.exports import printed_tables, write_command, write_exports
-    from study.stored import command_history, read_state
-    from study.ownership import owned_path
+    from study.stored import command_history, read_references, read_study_state
+    from study.ownership import check_real_tree, owned_path
     from study.spec import STUDY_NAME, spec_from_dict, study_path
     from study.tables import warnings as table_warnings
 
@@ -34,9 +35,16 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"study name {name!r}: a study name is a plain identifier (letters, digits, _ and -, "
                         f"starting with a letter); see python -m study.list")
     study_dir = owned_path(root, root / name, "study directory")
-    state = read_state(study_dir)
-    if state is None:
+    check_real_tree(study_dir, "study directory")
+    check_real_tree(experiment_dir(root, name), "trial store")
+    if not (study_dir / "study.json").exists():
+        if (experiment_dir(root, name) / "trials").is_dir():  # the trial store is the source of truth
+            raise UserError(f"study {name}: {study_dir / 'study.json'} is missing, but its trial store "
+                            f"{experiment_dir(root, name)} is there; python -m study.run STUDY_FILE --resume "
+                            f"--results {args.results} rebuilds the study's folder and tables without retraining "
+                            f"what finished")
         raise UserError(f"study {name}: no stored results in {root}; run python -m study.run {name} first")
+    state = read_study_state(study_dir)
     spec = spec_from_dict(state["spec"], source=f"{study_dir / 'study.json'}")
     if experiment_dir(root, name).is_dir():  # the trial store of a local run is the source of truth
         records = load_records(root, name)
@@ -47,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if not records:
         raise UserError(f"study {name}: {source} holds no trials")
     print(f"rebuilding from {source}")
-    ref_path = study_dir / "test.ref"
-    references = ref_path.read_text(encoding="utf-8").splitlines() if ref_path.is_file() else None
+    references = read_references(study_dir)
     write_command(study_dir, command_history(state))
     outputs, table = write_exports(spec, records, references, study_dir)
     print(printed_tables(study_dir, outputs))

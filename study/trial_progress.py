@@ -10,8 +10,9 @@ from pathlib import Path
 
 from nmt.durations import clock
 from nmt.errors import UserError
+from study.ownership import check_real_tree
 from study.results import experiment_dir, load_records, load_saved_records
-from study.stored import read_study_state
+from study.stored import read_study_state, study_trials
 from study.list import budget
 from study.spec import expand, spec_from_dict
 from study.tables import STILL_IMPROVING, still_improving
@@ -30,11 +31,14 @@ def study_name(argument: str) -> str:
 def trial_progress(place: Path, name: str, running: bool) -> list[str]:
     """The lines that show each trial of study ``name`` stored under ``place``; ``running``:
     whether its driver is alive (an unfinished trial is then in progress, else paused)."""
+    check_real_tree(place / name, "study directory")  # read as input: no link is followed out of the results
+    check_real_tree(experiment_dir(place, name), "trial store")
     state = read_study_state(place / name)
     spec = spec_from_dict(state["spec"], source=str(place / name / "study.json"))
     # the trial store of the machine that ran it, else the records kept next to its tables (a clone)
     records = (load_records(place, name) if experiment_dir(place, name).is_dir()
                else load_saved_records(place / name))
+    records = study_trials(spec, records)[0]  # a stray trial of another config is not one of the study's
     stored = {(r["label"], r["seed"]) for r in records}
     # trials are matched by row and seed, not key: a store written by another code version may
     # hold a trial under an older key that the next run adopts

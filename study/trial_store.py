@@ -68,6 +68,19 @@ class TrialStore:
             fcntl.flock(handle, fcntl.LOCK_UN)
             return False
 
+    def foreign_entries(self) -> list[str]:
+        """What lies in the store that the platform does not put there: anything at its top but
+        trials/ and finished/, anything but folders in those two (a store is deleted only without)."""
+        if not self.experiment.is_dir():
+            return []
+        foreign = []
+        for entry in sorted(self.experiment.iterdir()):
+            if entry.name not in (TRIALS, FINISHED) or not entry.is_dir():
+                foreign.append(entry.name)
+            else:
+                foreign += [f"{entry.name}/{child.name}" for child in sorted(entry.iterdir()) if not child.is_dir()]
+        return foreign
+
     # --- written by the trial ------------------------------------------------------
 
     @contextlib.contextmanager

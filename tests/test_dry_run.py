@@ -35,7 +35,7 @@ def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir
     spec = load_study("cells", smoke_run=True)
     gru = next(t for t in expand(spec) if t.label == "GRU")
     other = TrialStore(results / "ray" / "units")  # a study that finished the same GRU trial
-    other.start(gru.key, {"key": gru.key, "label": "GRU"})
+    other.start(gru.key, {"key": gru.key, "label": "GRU", "row": gru.row, "seed": gru.seed, "config": gru.config})
     (other.run_dir(gru.key) / "checkpoint").mkdir(parents=True)
     other.finish(gru.key, {"test_bleu": 1.0})
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))

@@ -57,15 +57,18 @@ def test_reuse_keeps_a_trial_finished_here_and_copies_only_finished_ones(tmp_pat
     trials = expand(spec)[:3]
     source, target = TrialStore(tmp_path / "a"), TrialStore(tmp_path / "b")
     for index, trial in enumerate(trials):
-        source.start(trial.key, {"key": trial.key, "label": "theirs", "row": 9, "seed": trial.seed})
+        source.start(trial.key, {"key": trial.key, "label": "theirs", "row": 9, "seed": trial.seed,
+                                 "config": trial.config})
         source.progress(trial.key, {"epoch": 1.0, "valid_bleu": float(index)})
         if index < 2:  # the third is still training there
             (source.run_dir(trial.key) / "checkpoint").mkdir(parents=True)
             source.finish(trial.key, {"test_bleu": 10.0 + index})
-    target.start(trials[0].key, {"key": trials[0].key, "label": "mine"})
+    target.start(trials[0].key, {"key": trials[0].key, "label": "mine", "row": 0, "seed": trials[0].seed,
+                                    "config": trials[0].config})
     (target.run_dir(trials[0].key) / "checkpoint").mkdir(parents=True)
     target.finish(trials[0].key, {"test_bleu": 99.0})
-    target.start(trials[1].key, {"key": trials[1].key, "label": "mine"})  # an unfinished attempt here
+    target.start(trials[1].key, {"key": trials[1].key, "label": "mine", "row": 0, "seed": trials[1].seed,
+                                    "config": trials[1].config})  # an unfinished attempt here
     (target.run_dir(trials[1].key) / "checkpoint").mkdir(parents=True)
     lines = []
     assert reuse_finished_trials(target, trials, {"a": source.experiment}, log=lines.append) == 1
