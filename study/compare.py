@@ -19,6 +19,7 @@ the wrong references.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import sys
 from collections import Counter
@@ -201,12 +202,18 @@ def write_comparison(comparison: Comparison, out: Path) -> list[Path]:
     return paths
 
 
+MAX_STEM_BYTES = 120  # a comparison's default directory name; with its files' names well under 255 bytes
+
+
 def output_dir(requested: Path | None, names: list[str], results_root: Path, reference: str | None = None) -> Path:
     """Where the comparison goes: inside the results directory only, never a study's own directory.
     By default ``compare/A_vs_B``, or ``compare/A_against_LABEL`` for one study and its ``reference`` row."""
     stem = "_vs_".join(name.replace("/", "-") for name in names)
     if len(names) == 1:
         stem += "_against_" + (re.sub(r"[^a-z0-9]+", "-", (reference or "").lower()).strip("-") or "row")
+    if len(stem.encode()) > MAX_STEM_BYTES:  # file systems refuse names over 255 bytes: shortened, still unique
+        digest = hashlib.sha256(stem.encode()).hexdigest()[:10]
+        stem = stem.encode()[:MAX_STEM_BYTES - 11].decode(errors="ignore") + "-" + digest
     default = results_root / "compare" / stem
     out = owned_path(results_root, requested or default, "output directory")
     if (out / "study.json").exists():

@@ -15,7 +15,7 @@ from study.report import write_html_report
 from study.results import load_saved_records, save_records
 from study.spec import StudySpec, expand, varied_keys
 from study.speed import read_speed, with_speed
-from study.stored import table_layout
+from study.stored import left_out_note, study_trials, table_layout
 from study.tables import StudyTable, build_table, export
 
 
@@ -32,6 +32,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     curves, the HTML report and the trial records (trials.jsonl, hyps/, and progress.csv when the
     records carry their epochs).
     The speed columns come from the study's timing pass where it has one (``study.speed``)."""
+    records, left_out = study_trials(spec, records)  # exactly the study's trials; the rest are named in a note
     save_records(records, study_dir)
     progress_file = save_progress(records, study_dir)
     progress = load_progress(study_dir)  # before any table is written: a damaged file stops the export here
@@ -40,6 +41,8 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     title = layout.title
     table = build_table(records, title, layout.reference, references, layout.row_order, layout.planned_seeds)
     table.rows = with_speed(table.rows, read_speed(study_dir))
+    if left_out:
+        table.rows.attrs["left_out_note"] = left_out_note(left_out)
     outputs = export(table, study_dir)
     additivity = ablation_additivity(spec, table, records, references)
     if additivity is not None:

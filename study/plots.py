@@ -23,6 +23,9 @@ def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
+    # labels and titles come from study files and are drawn as written: "$\\textbf{GRU}$" as a
+    # title is text, not a formula that mathtext cannot parse (which ended a study at its export)
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt

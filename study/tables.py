@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from nmt.fileio import write_lines
+from study.record_validation import read_text
 from study.significance import (PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, seed_interval,
                                 sentence_stats, t95)
 
@@ -217,7 +218,7 @@ def mismatched_translations(records: list[dict], references_text: list[str],
     for record in sorted(records, key=lambda r: (r["row"], r["label"], r["seed"])):
         path = finished_translations([record]).get(record["seed"])
         if path is not None and translation_stats(path, references_text, cache) is None:
-            lines = len(Path(path).read_text(encoding="utf-8").splitlines())
+            lines = len((read_text(Path(path)) or "").splitlines())
             out.append(f"{record['label']} seed {record['seed']} has {lines} lines")
     return out
 
@@ -226,7 +227,7 @@ def translation_stats(path: str, references_text: list[str], cache: dict[str, np
     """A translation file's sentence statistics, kept in ``cache`` by path; None when the file has
     not one line per test sentence."""
     if path not in cache:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = (read_text(Path(path)) or "").splitlines()  # a stored file: checked as input
         cache[path] = sentence_stats(lines, references_text) if len(lines) == len(references_text) else None
     return cache[path]
 
@@ -307,6 +308,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append(rows.attrs["translation_note"])
     if rows.attrs.get("speed_note"):  # where the speed columns come from (study.speed.with_speed)
         notes.append(rows.attrs["speed_note"])
+    if rows.attrs.get("left_out_note"):  # stored trials that are not the study's (study.stored.study_trials)
+        notes.append(rows.attrs["left_out_note"])
     return notes
 
 
@@ -344,8 +347,8 @@ def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
     written as ``display_frame`` formatted them: left to itself, tabulate would read "+0.30" as a
     number and print "0.3"."""
     align = ["right" if column in NUMBER_COLUMNS else "left" for column in frame.columns]
-    body = frame.to_markdown(index=False, disable_numparse=True, colalign=align)
-    return f"**{title}**\n\n" + body + "\n" + "".join(f"\n{note}\n" for note in notes)
+    body = frame.apply(lambda column: column.map(markdown_cell)).to_markdown(index=False, disable_numparse=True, colalign=align)
+    return f"**{' '.join(title.split())}**\n\n" + body + "\n" + "".join(f"\n{note}\n" for note in notes)
 
 
 def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
@@ -380,13 +383,25 @@ def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+# every character LaTeX reads as a command in text, as the character it shows (one pass: the
+# replacements hold braces and backslashes themselves); a line break in a label is a space
+LATEX_TEXT = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#",
+                            "{": r"\{", "}": r"\}", "$": r"\$", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}",
+                            "±": r"$\pm$", "Δ": r"$\Delta$", "<": r"$<$", STILL_IMPROVING: r"\textdagger{}",
+                            UNEVEN: r"\textdaggerdbl{}", "\n": " ", "\r": " "})
+
+
+def latex_text(text: str) -> str:
+    return text.translate(LATEX_TEXT)
+
+
+def markdown_cell(text: str) -> str:
+    """A cell of a Markdown table: a '|' would end the cell and a line break the row."""
+    return " ".join(str(text).replace("|", r"\|").split("\n"))
+
+
 def latex_table(frame: pd.DataFrame, title: str, notes: list[str], label: str = "", compact: bool = False) -> str:
-    def escape(text: str) -> str:
-        for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
-                     ("±", r"$\pm$"), ("Δ", r"$\Delta$"), ("<", r"$<$"), (STILL_IMPROVING, r"\textdagger{}"),
-                     (UNEVEN, r"\textdaggerdbl{}")):
-            text = text.replace(a, b)
-        return text
+    escape = latex_text
 
     columns = list(frame.columns)
     lines = [r"\begin{table}[t]", r"\centering"]
