@@ -277,7 +277,7 @@ def trial_rows(results: Path) -> dict[str, tuple]:
     return {row["key"]: (row["label"], row["seed"], row["test_bleu"]) for row in csv.DictReader(open(path))}
 
 
-CASES = 24
+CASES = 16
 
 
 @pytest.mark.slow
