@@ -117,9 +117,17 @@ def test_exports_write_the_curves_and_a_rebuild_from_saved_records_draws_them_ag
     from study.runner import write_state
     from study.spec import load_study, spec_to_dict
 
+    from study.spec import expand
+
     spec = load_study("cells", ["seeds=2"])
-    records = [trial("LSTM", 1), trial("LSTM", 2), trial("GRU", 1, row=1),
-               trial("GRU", 2, status="running", row=1, history=[epoch(1, 1e-3, 9.0, 1)])]
+    slots = {(t.label, t.seed): t for t in expand(spec)}
+
+    def study_trial(label, seed, **options):  # a trial of the study: its key and config (tables hold only those)
+        planned = slots[(label, seed)]
+        return {**trial(label, seed, row=planned.row, **options), "key": planned.key, "config": planned.config}
+
+    records = [study_trial("LSTM", 1), study_trial("LSTM", 2), study_trial("GRU", 1),
+               study_trial("GRU", 2, status="running", history=[epoch(1, 1e-3, 9.0, 1)])]
     write_state(tmp_path, {"study": spec.name, "spec": spec_to_dict(spec), "request": spec.tree})
     outputs, _ = write_exports(spec, records, None, tmp_path)
     names = {p.name for p in outputs}

@@ -247,7 +247,7 @@ def test_saved_trial_records_rebuild_the_same_table(tmp_path):
         for seed in (1, 2):
             hyp = tmp_path / f"{label}{seed}.hyp"
             hyp.write_text("\n".join(hyps) + "\n")
-            records.append({"key": f"{label}{seed}", "label": label, "row": row, "seed": seed, "config": {},
+            records.append({"key": f"{row:06d}{seed:06d}", "label": label, "row": row, "seed": seed, "config": {},
                             "params": {}, "status": "ok", "error": "", "hyp_path": str(hyp), "artifacts": [],
                             "metrics": {"test_bleu": 50.0 - 10 * row + seed, "params": 10, "weight_matrices": 2,
                                         "train_tokens_per_s": 100.0}})
