@@ -35,34 +35,19 @@ SHOWN = 3  # foreign entries named in a message
 def foreign_entries(run: Path) -> list[str]:
     """The entries under ``run`` (relative paths, sorted) that the trainer does not write: any
     other name, and any symbolic link or special file whatever its name (never followed)."""
-    run = Path(run)
     foreign = []
-    for entry in sorted(run.iterdir()):
-        if entry.name == CHECKPOINT and _is_real_dir(entry):
-            foreign += [f"{CHECKPOINT}/{name}" for name in _foreign_files(entry, CHECKPOINT_FILES)]
-        elif entry.name != CHECKPOINT:
-            foreign += _foreign_files(run, RUN_FILES, only=entry.name)
-        else:
+    for entry in sorted(Path(run).iterdir()):
+        if entry.name == CHECKPOINT and stat.S_ISDIR(entry.lstat().st_mode):
+            foreign += [f"{CHECKPOINT}/{inner.name}" for inner in sorted(entry.iterdir())
+                        if not _written_by_trainer(inner, CHECKPOINT_FILES)]
+        elif not _written_by_trainer(entry, RUN_FILES):
             foreign.append(entry.name)
     return foreign
 
 
-def _foreign_files(directory: Path, allowed: frozenset[str], only: str | None = None) -> list[str]:
-    names = [only] if only is not None else sorted(p.name for p in directory.iterdir())
-    foreign = []
-    for name in names:
-        mode = (directory / name).lstat().st_mode
-        if not stat.S_ISREG(mode) or not (name in allowed or _WRITE_LEFTOVER.match(name)):
-            foreign.append(name)
-    return foreign
-
-
-def _is_real_dir(path: Path) -> bool:
-    return stat.S_ISDIR(path.lstat().st_mode)
-
-
-def is_empty_dir(path: Path) -> bool:
-    return _is_real_dir(path) and not any(path.iterdir())
+def _written_by_trainer(path: Path, names: frozenset[str]) -> bool:
+    """A regular file (not a link) of one of ``names``, or a temporary file of a write cut short."""
+    return stat.S_ISREG(path.lstat().st_mode) and (path.name in names or bool(_WRITE_LEFTOVER.match(path.name)))
 
 
 def check_run_dir(path: Path, what: str) -> None:

@@ -70,8 +70,8 @@ def left_out_note(left_out: list[dict]) -> str:
     """The table's note on the stored trials it does not show."""
     shown = ", ".join(f"{r['key']} ({r['label']} seed {r['seed']})" for r in left_out[:5])
     more = f" and {len(left_out) - 5} more" if len(left_out) > 5 else ""
-    return (f"Left out: {len(left_out)} stored trial(s) that are not trials of this study (another config under a "
-            f"row's label and seed): {shown}{more}.")
+    return (f"Left out: {len(left_out)} stored trial(s) that are not trials of this study (another config, or a "
+            f"second copy of a row's seed): {shown}{more}.")
 
 
 def table_layout(spec: StudySpec) -> TableLayout:
