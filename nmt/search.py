@@ -83,7 +83,11 @@ def beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 5, le
 @torch.no_grad()
 def scored_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int = 5, length_penalty: float = 1.0,
                        max_len_ratio: float = 2.0) -> list[tuple[float, list[int]]]:
-    """(score, hypothesis) of the best finished hypothesis of each sentence (``beam`` >= 2)."""
+    """(score, hypothesis) of the best finished hypothesis of each sentence (``beam`` >= 2).
+
+    Each step: the top 2K extensions of every sentence still searched; those ending in EOS that rank
+    in the top K finish; the K best others stay live; sentences with K finished hypotheses or at their
+    length limit end, and their rows leave the batch."""
     batch, device = src.size(0), src.device
     memory = model.encode(src, src_mask)
     state = model.decoder.init_state(memory)
@@ -96,49 +100,15 @@ def scored_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int 
     scores = torch.full((batch, beam), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: keep one alive
     tokens = torch.full((batch * beam, 1), BOS, dtype=torch.long, device=device)
-    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
-
-    def finish(sentence: int, hypothesis: list[int], score: float, eos: bool = True) -> None:
-        length = len(hypothesis) + (1 if eos else 0)
-        finished[sentence].append((score / max(length, 1) ** length_penalty, hypothesis))
+    finished = _Finished(batch, length_penalty)
 
     for t in range(max(limits)):
         n = len(live)
         log_probs, state = model.step_log_probs(memory, tokens[:, -1], state)
-        log_probs = _forbid_specials(log_probs)
-        vocab = log_probs.size(-1)
-        candidates = (scores.view(-1, 1) + log_probs).view(n, beam * vocab)
-        top_scores, top_index = candidates.topk(2 * beam, dim=1)
-        origin = torch.div(top_index, vocab, rounding_mode="floor")
-        words = top_index % vocab
-        is_eos = words == EOS
-
-        # Finished: EOS extensions ranked in the top K (every sentence in the batch is live).
-        eos_rank = is_eos & (torch.arange(2 * beam, device=device) < beam)
-        for row, position in eos_rank.nonzero().tolist():
-            prefix = tokens[row * beam + int(origin[row, position]), 1:].tolist()
-            finish(live[row], prefix, float(top_scores[row, position]))
-
-        # Live: the K best non-EOS extensions (at most K of the 2K can be EOS).
-        keep_rank = (~is_eos).cumsum(dim=1)
-        keep = (~is_eos) & (keep_rank <= beam)
-        order = keep.float().argsort(dim=1, descending=True, stable=True)[:, :beam]
-        scores = top_scores.gather(1, order)
-        chosen_origin = origin.gather(1, order)
-        chosen_words = words.gather(1, order)
-        source_rows = torch.arange(n, device=device).unsqueeze(1) * beam + chosen_origin  # (n, K)
-        tokens = torch.cat([tokens.index_select(0, source_rows.view(-1)), chosen_words.view(-1, 1)], dim=1)
-
-        going_on = []
-        for row, sentence in enumerate(live):
-            if len(finished[sentence]) >= beam:
-                continue
-            if t + 1 >= limits[sentence]:
-                for k in range(beam):  # out of length: the live beams end here
-                    hypothesis = tokens[row * beam + k, 1:].tolist()
-                    finish(sentence, hypothesis, float(scores[row, k]), eos=False)
-                continue
-            going_on.append(row)
+        top_scores, origin, words, is_eos = _top_extensions(scores, _forbid_specials(log_probs), beam)
+        _finish_eos_extensions(finished, live, tokens, top_scores, origin, is_eos, beam)
+        scores, tokens, source_rows = _live_extensions(tokens, top_scores, origin, words, is_eos, beam)
+        going_on = _sentences_going_on(finished, live, limits, t, tokens, scores, beam)
         if not going_on:
             break
         if len(going_on) == n:
@@ -152,4 +122,74 @@ def scored_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor, beam: int 
         tokens, scores = tokens.index_select(0, kept_rows), scores.index_select(0, kept)
         live = [live[row] for row in going_on]
 
-    return [max(hypotheses, key=lambda item: item[0]) for hypotheses in finished]
+    return finished.best()
+
+
+class _Finished:
+    """The finished hypotheses of each sentence, scored log p / length**alpha (``length_penalty``)."""
+
+    def __init__(self, batch: int, length_penalty: float):
+        self.hypotheses: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+        self.length_penalty = length_penalty
+
+    def add(self, sentence: int, hypothesis: list[int], score: float, eos: bool = True) -> None:
+        length = len(hypothesis) + (1 if eos else 0)
+        self.hypotheses[sentence].append((score / max(length, 1) ** self.length_penalty, hypothesis))
+
+    def count(self, sentence: int) -> int:
+        return len(self.hypotheses[sentence])
+
+    def best(self) -> list[tuple[float, list[int]]]:
+        return [max(hypotheses, key=lambda item: item[0]) for hypotheses in self.hypotheses]
+
+
+def _top_extensions(scores: Tensor, log_probs: Tensor, beam: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(scores, beam of origin, word, ends in EOS) of the top 2K extensions of each sentence's K beams,
+    each (n, 2K) for the n sentences in the batch."""
+    vocab = log_probs.size(-1)
+    candidates = (scores.view(-1, 1) + log_probs).view(scores.size(0), beam * vocab)
+    top_scores, top_index = candidates.topk(2 * beam, dim=1)
+    origin = torch.div(top_index, vocab, rounding_mode="floor")
+    words = top_index % vocab
+    return top_scores, origin, words, words == EOS
+
+
+def _finish_eos_extensions(finished: _Finished, live: list[int], tokens: Tensor, top_scores: Tensor, origin: Tensor,
+                           is_eos: Tensor, beam: int) -> None:
+    """Finished: EOS extensions ranked in the top K (every sentence in the batch is live)."""
+    eos_rank = is_eos & (torch.arange(2 * beam, device=is_eos.device) < beam)
+    for row, position in eos_rank.nonzero().tolist():
+        prefix = tokens[row * beam + int(origin[row, position]), 1:].tolist()
+        finished.add(live[row], prefix, float(top_scores[row, position]))
+
+
+def _live_extensions(tokens: Tensor, top_scores: Tensor, origin: Tensor, words: Tensor, is_eos: Tensor,
+                     beam: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Live: the K best non-EOS extensions (at most K of the 2K can be EOS). Returns their scores
+    (n, K), the tokens of every row extended by its word, and the row each comes from (n, K)."""
+    keep_rank = (~is_eos).cumsum(dim=1)
+    keep = (~is_eos) & (keep_rank <= beam)
+    order = keep.float().argsort(dim=1, descending=True, stable=True)[:, :beam]
+    scores = top_scores.gather(1, order)
+    chosen_origin = origin.gather(1, order)
+    chosen_words = words.gather(1, order)
+    source_rows = torch.arange(top_scores.size(0), device=top_scores.device).unsqueeze(1) * beam + chosen_origin
+    tokens = torch.cat([tokens.index_select(0, source_rows.view(-1)), chosen_words.view(-1, 1)], dim=1)
+    return scores, tokens, source_rows
+
+
+def _sentences_going_on(finished: _Finished, live: list[int], limits: list[int], t: int, tokens: Tensor,
+                        scores: Tensor, beam: int) -> list[int]:
+    """The batch rows of the sentences still searched after step ``t``: a sentence ends with K finished
+    hypotheses, or at its length limit, where its live beams end as they are."""
+    going_on = []
+    for row, sentence in enumerate(live):
+        if finished.count(sentence) >= beam:
+            continue
+        if t + 1 >= limits[sentence]:
+            for k in range(beam):  # out of length: the live beams end here
+                hypothesis = tokens[row * beam + k, 1:].tolist()
+                finished.add(sentence, hypothesis, float(scores[row, k]), eos=False)
+            continue
+        going_on.append(row)
+    return going_on

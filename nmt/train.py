@@ -10,8 +10,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from nmt.checkpoint import read_config
 from nmt.cli import program_name, run_main
-from nmt.config import Config, check_vocabulary_size, config_from_dict, config_yaml, load_config, smoke
+from nmt.config import Config, config_from_dict, config_yaml, load_config, smoke
+from nmt.data.pipeline import check_vocabulary_size
 from nmt.typed_config import apply_overrides, tree_changes
 from nmt.units import describe, unit_names
 from nmt.errors import UserError
@@ -119,8 +121,6 @@ RESUMABLE_CHANGES = ("train.max_epochs", "train.max_steps", "train.max_tokens", 
 def resume_config(args: argparse.Namespace) -> Config:
     """The stored config of the run in --out with --set applied; only budget, hardware
     and decoding keys may differ from what the run was started with."""
-    from nmt.checkpoint import read_config
-
     stored = read_config(args.out / "checkpoint")
     overrides = override_list(args)
     if args.config is not None:
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     replace = check_out_dir(args.out, args.resume, args.force)
     if args.resume:
         cfg = resume_config(args)
-    from nmt.trainer import run  # torch and data imports after argument checks: fast --help and errors
+    from nmt.trainer import run  # the trainer (sacreBLEU with it) after the argument checks: fast --help and errors
 
     keep_freed_memory()  # the same numbers, up to a quarter sooner (nmt.memory)
 

@@ -305,11 +305,19 @@ class Trainer:
                 self.log(f"  plateau: restart from epoch {p.best_epoch} with lr {p.lr:.2e}")
 
     def fit(self) -> Progress:
+        """Train until a counted budget, the wall-time cap, early stopping or divergence ends the run.
+        Each epoch (or the part of one that a budget or the cap leaves) is trained, validated, logged,
+        checkpointed and reported. Changes the trainer's own model, optimiser and ``progress`` only,
+        never the config or data it was given; returns ``progress``."""
         cfg, p = self.cfg.train, self.progress
         write_static_files(self.checkpoint_dir, self.cfg, self.data.src_vocab, self.data.tgt_vocab)
         started = time.perf_counter()
         elapsed_before = p.elapsed_seconds
         deadline = started + cfg.max_minutes * 60 - elapsed_before if cfg.max_minutes else math.inf
+
+        def elapsed() -> float:
+            return elapsed_before + time.perf_counter() - started
+
         while not p.stop_reason:
             reached = self.budget_reached()
             if reached:
@@ -320,65 +328,92 @@ class Trainer:
                 break
             epoch = p.epoch + 1
             loss, out_of_time = self.train_epoch(epoch, deadline)
-            p.elapsed_seconds = elapsed_before + time.perf_counter() - started
+            p.elapsed_seconds = elapsed()
             if p.status == "diverged":
-                self.log(f"epoch {epoch}: diverged ({p.stop_reason})")
-                if self.report is not None:
-                    self.report({"epoch": epoch, "status": "diverged", "valid_bleu": p.best_valid_bleu,
-                                 "best_valid_bleu": p.best_valid_bleu, "lr": p.lr,
-                                 "elapsed_s": p.elapsed_seconds}, self.checkpoint_dir)
+                self._report_divergence(epoch)
                 break
             complete = p.batches_into_epoch == 0
             if complete:
                 p.epoch = epoch
             valid_ppl, valid_bleu = self.validate()
-            score = valid_bleu if cfg.valid_metric == "bleu" else -valid_ppl
-            selected = p.best_score is None or score > p.best_score
-            if selected:
-                p.best_score, p.best_epoch = score, epoch
-                p.best_valid_bleu, p.best_valid_ppl = valid_bleu, valid_ppl
-                atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                             "epoch": epoch}, self.checkpoint_dir / BEST)
-            improved = selected
-            if p.lowest_valid_ppl is None or valid_ppl < p.lowest_valid_ppl:
-                p.lowest_valid_ppl, improved = valid_ppl, True
-            if p.highest_valid_bleu is None or valid_bleu > p.highest_valid_bleu:
-                p.highest_valid_bleu, improved = valid_bleu, True
-            if improved:
-                p.epochs_without_improvement = p.plateau_count = 0
-            else:
-                p.epochs_without_improvement += 1
-            p.elapsed_seconds = elapsed_before + time.perf_counter() - started
-            rate = p.train_tokens / p.train_seconds if p.train_seconds else 0.0
-            trained = self.epochs_trained()
-            metrics = {"epoch": epoch, "status": "ok", "train_loss": loss, "train_ppl": math.exp(min(loss, 50.0)),
-                       "valid_ppl": valid_ppl, "valid_bleu": valid_bleu, "best_valid_bleu": p.best_valid_bleu,
-                       "best_epoch": p.best_epoch, "epochs_trained": trained, "steps": p.steps,
-                       "train_tokens": p.train_tokens, "lr": p.lr, "train_tokens_per_s": rate,
-                       "elapsed_s": p.elapsed_seconds, **self._gradient_stats()}
+            selected, improved = self._record_validation(epoch, valid_ppl, valid_bleu)
+            p.elapsed_seconds = elapsed()
+            metrics = self._epoch_metrics(epoch, loss, valid_ppl, valid_bleu)
             p.history.append(metrics)
-            shown = f"{epoch}/{cfg.max_epochs}" if complete else f"{trained:.2f}/{cfg.max_epochs}"
-            self.log(f"epoch {shown}  loss {loss:.3f}  ppl {metrics['train_ppl']:.2f}  "
-                     f"valid ppl {valid_ppl:.2f}  valid BLEU {valid_bleu:.2f}{' *' if selected else ''}  "
-                     f"lr {p.lr:.2e}  grad norm {metrics['grad_norm_mean']:.2f} (max {metrics['grad_norm_max']:.2f}, "
-                     f"{metrics['clipped_share']:.1%} clipped)  {rate:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
-            # per stage, a plateau that can still lower the lr restarts instead of stopping
-            restart_pending = cfg.patience_per_stage and complete and p.lr > cfg.min_lr
-            stoppable = not restart_pending and p.epoch >= cfg.min_epochs
-            if cfg.patience and p.epochs_without_improvement >= cfg.patience and stoppable:
-                p.stop_reason = "early stopping"
-            else:
-                if complete:  # also after the last epoch: a resumed run with a larger budget continues the schedule
-                    self._update_schedule(improved)
-                if out_of_time:
-                    self._truncate()
-                else:
-                    p.stop_reason = self.budget_reached()
+            self._log_epoch(epoch, complete, selected, metrics)
+            self._stop_or_go_on(improved, complete, out_of_time)
             metrics["status"] = p.status
             self.save_checkpoint()
             if self.report is not None:
                 self.report(dict(metrics), self.checkpoint_dir)
         return p
+
+    def _report_divergence(self, epoch: int) -> None:
+        p = self.progress
+        self.log(f"epoch {epoch}: diverged ({p.stop_reason})")
+        if self.report is not None:
+            self.report({"epoch": epoch, "status": "diverged", "valid_bleu": p.best_valid_bleu,
+                         "best_valid_bleu": p.best_valid_bleu, "lr": p.lr,
+                         "elapsed_s": p.elapsed_seconds}, self.checkpoint_dir)
+
+    def _record_validation(self, epoch: int, valid_ppl: float, valid_bleu: float) -> tuple[bool, bool]:
+        """(whether the epoch is the new best by ``train.valid_metric``, saved as best.pt; whether it
+        improved on anything: that, or the lowest perplexity or highest BLEU so far). Counts the
+        epochs without improvement."""
+        cfg, p = self.cfg.train, self.progress
+        score = valid_bleu if cfg.valid_metric == "bleu" else -valid_ppl
+        selected = p.best_score is None or score > p.best_score
+        if selected:
+            p.best_score, p.best_epoch = score, epoch
+            p.best_valid_bleu, p.best_valid_ppl = valid_bleu, valid_ppl
+            atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                         "epoch": epoch}, self.checkpoint_dir / BEST)
+        improved = selected
+        if p.lowest_valid_ppl is None or valid_ppl < p.lowest_valid_ppl:
+            p.lowest_valid_ppl, improved = valid_ppl, True
+        if p.highest_valid_bleu is None or valid_bleu > p.highest_valid_bleu:
+            p.highest_valid_bleu, improved = valid_bleu, True
+        if improved:
+            p.epochs_without_improvement = p.plateau_count = 0
+        else:
+            p.epochs_without_improvement += 1
+        return selected, improved
+
+    def _epoch_metrics(self, epoch: int, loss: float, valid_ppl: float, valid_bleu: float) -> dict:
+        """The epoch's entry of the history and of the report."""
+        p = self.progress
+        rate = p.train_tokens / p.train_seconds if p.train_seconds else 0.0
+        return {"epoch": epoch, "status": "ok", "train_loss": loss, "train_ppl": math.exp(min(loss, 50.0)),
+                "valid_ppl": valid_ppl, "valid_bleu": valid_bleu, "best_valid_bleu": p.best_valid_bleu,
+                "best_epoch": p.best_epoch, "epochs_trained": self.epochs_trained(), "steps": p.steps,
+                "train_tokens": p.train_tokens, "lr": p.lr, "train_tokens_per_s": rate,
+                "elapsed_s": p.elapsed_seconds, **self._gradient_stats()}
+
+    def _log_epoch(self, epoch: int, complete: bool, selected: bool, metrics: dict) -> None:
+        p, max_epochs = self.progress, self.cfg.train.max_epochs
+        shown = f"{epoch}/{max_epochs}" if complete else f"{metrics['epochs_trained']:.2f}/{max_epochs}"
+        self.log(f"epoch {shown}  loss {metrics['train_loss']:.3f}  ppl {metrics['train_ppl']:.2f}  "
+                 f"valid ppl {metrics['valid_ppl']:.2f}  valid BLEU {metrics['valid_bleu']:.2f}"
+                 f"{' *' if selected else ''}  lr {p.lr:.2e}  grad norm {metrics['grad_norm_mean']:.2f} "
+                 f"(max {metrics['grad_norm_max']:.2f}, {metrics['clipped_share']:.1%} clipped)  "
+                 f"{metrics['train_tokens_per_s']:,.0f} tok/s  elapsed {clock(p.elapsed_seconds)}")
+
+    def _stop_or_go_on(self, improved: bool, complete: bool, out_of_time: bool) -> None:
+        """After a validated epoch: early stopping, or the lr schedule's step (after a complete epoch)
+        and then the wall-time cap or a used-up budget (``progress.stop_reason``)."""
+        cfg, p = self.cfg.train, self.progress
+        # per stage, a plateau that can still lower the lr restarts instead of stopping
+        restart_pending = cfg.patience_per_stage and complete and p.lr > cfg.min_lr
+        stoppable = not restart_pending and p.epoch >= cfg.min_epochs
+        if cfg.patience and p.epochs_without_improvement >= cfg.patience and stoppable:
+            p.stop_reason = "early stopping"
+            return
+        if complete:  # also after the last epoch: a resumed run with a larger budget continues the schedule
+            self._update_schedule(improved)
+        if out_of_time:
+            self._truncate()
+        else:
+            p.stop_reason = self.budget_reached()
 
     def _gradient_stats(self) -> dict:
         """The epoch's gradient norms of the per-token loss before clipping: mean, largest, and the

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nmt.cli import program_name, run_main
 from nmt.errors import UserError
+from nmt.fileio import write_lines
 
 MAX_BEAM = 1000  # decode.beam's bound (nmt.config)
 MAX_LENGTH_PENALTY = 10.0  # decode.length_penalty's bound
@@ -91,11 +92,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"--output {args.output}: folder {args.output.absolute().parent} does not exist; "
                             f"create it first")
 
-    import torch
+    import torch  # torch and the model only after the checks above: --help and bad arguments answer at once
 
-    from nmt.checkpoint import load_for_inference
-    from nmt.fileio import write_lines
-    from nmt.translator import translate
+    from nmt.checkpoint import load_for_inference  # the model code (torch): after the checks, as torch
+    from nmt.translator import translate  # the search (torch): after the checks, as torch
 
     if args.threads:
         torch.set_num_threads(args.threads)

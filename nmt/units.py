@@ -93,6 +93,8 @@ def units() -> dict[str, Unit]:
     """name -> Unit in listing order (``rank``, then name); each module of ``nmt.cells`` that
     declares a ``UNIT`` is one entry, found once per process."""
     if not _UNITS:
+        # at the first look-up, not when this module loads: the cells bring torch and the model code,
+        # and nmt.config, which imports this registry, stays light (fast --help of the commands)
         import nmt.cells
 
         found = {}

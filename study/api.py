@@ -1,4 +1,8 @@
-"""Run studies from Python (a notebook, a script) and get their tables as pandas DataFrames.
+"""The library behind every ``python -m study.*`` command, for Python (a notebook, a script): run,
+resume and extend studies, dry-run them, rebuild and load their tables, time their rows,
+compare studies, write reports and list what is stored. Each command parses its arguments and
+makes one call here; progress goes to a ``say`` callback (``print`` by default), bad input
+raises ``nmt.errors.UserError`` with the line the command prints.
 
 ::
 
@@ -10,31 +14,165 @@
     table = run_study("my_study.yaml", seeds=3, overrides={"model.hidden": 128, "budget.epochs": 20})
     load_table("ablation_srnmt")                               # a finished study's table, nothing runs
 
-``run_study`` is ``python -m study.run`` called in this process: the same checks, the same
-Ray Tune trials and MLflow runs, the same files under ``results/<study>/`` (tables, plots,
-``study.json``, and ``command.txt`` with the ``python -m study.run`` command line that
-reproduces the run from a shell). It prints the same progress lines and table. Bad input (an
-unknown study, a bad value, results that a run would overwrite) raises
-``nmt.errors.UserError`` with the message the command prints. Relative paths (``results``,
-``data_dir``) are relative to the current directory, as on the command line.
+``run_study`` runs the study in this process exactly as ``python -m study.run`` does: the same
+checks, the same Ray Tune trials and MLflow runs, the same files under ``results/<study>/``
+(tables, plots, ``study.json``, and ``command.txt`` with the ``python -m study.run`` command
+line that reproduces the run from a shell). Relative paths (``results``, ``data_dir``) are
+relative to the current directory, as on the command line.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from nmt.errors import UserError
+from study.analysis.comparison import compare_studies
+from study.analysis.exports import RebuiltExports, rebuild_exports
+from study.analysis.html_report import write_study_report
+from study.analysis.listing import list_studies, show_trials
+from study.execution.driver import corpus_in
+from study.execution.driver import dry_run_study as dry_run_spec
+from study.execution.driver import run_study as run_spec
+from study.execution.overhead_bench import concurrency_bench, fixed_cost
+from study.execution.row_timing import time_study
+from study.spec.loading import load_study, study_path
+from study.spec.model import MAX_TRIALS, checked_study_name
+from study.spec.options import RunOptions, print_line
 
 if TYPE_CHECKING:  # pandas is imported when a table is read, not with this module
     import pandas
 
 StrPath = str | os.PathLike
+SMOKE_RESULTS = Path("results") / "smoke"
+
+__all__ = ["StudyRequest", "StudyStopped", "run_study", "dry_run", "run_request", "load_table", "rebuild_tables",
+           "time_study", "compare_studies", "write_report", "list_studies", "show_trials", "concurrency_bench",
+           "fixed_cost"]
+
+
+class StudyStopped(KeyboardInterrupt):
+    """A study run stopped before it finished (SIGINT, SIGTERM): its finished trials are kept and
+    ``resume=True`` continues it. ``exit_code`` is 128 + the signal, as the command exits."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class StudyRequest:
+    """One run of a study as asked for: the options of ``python -m study.run``, one field each."""
+
+    study: str  # a built-in study's name or a study .yaml file
+    smoke: bool = False
+    overrides: list[str] = field(default_factory=list)  # "KEY=VALUE" strings, as --set
+    seeds: int | None = None  # seeds per configuration (as --set seeds=N)
+    results: Path | None = None  # default: results/, results/smoke/ for smoke runs
+    resume: bool = False
+    extend: bool = False
+    fresh: bool = False
+    cpus: int | None = None
+    max_concurrent: int | None = None
+    gpus_per_trial: float | None = None
+    address: str | None = None
+    tracking_uri: str | None = None
+    data_dir: Path | None = None
+    langs: str | None = None
+    max_trials: int | None = None
+    reuse_from: tuple[str, ...] = ()
+    verbose: bool = False
+    command: str | None = None  # the command line recorded in command.txt (default: the equivalent one)
+    say: Callable[[str], None] = print_line  # where the run's progress lines and table go
+
+    def check(self) -> None:
+        """The options' ranges and combinations, before anything loads."""
+        for flag, value in (("--max-concurrent", self.max_concurrent), ("--cpus", self.cpus),
+                            ("--max-trials", self.max_trials)):
+            if value is not None and value < 1:
+                raise UserError(f"{flag} {value}: must be >= 1")
+        if self.gpus_per_trial is not None and self.gpus_per_trial < 0:
+            raise UserError(f"--gpus-per-trial {self.gpus_per_trial}: must be >= 0")
+        if self.fresh and (self.resume or self.extend):
+            flag = "--resume" if self.resume else "--extend"
+            raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")
+        if self.langs and not self.data_dir:
+            raise UserError("--langs needs --data-dir (the directory of the corpus)")
+
+    def results_dir(self) -> Path:
+        if self.results is not None:
+            return self.results
+        return SMOKE_RESULTS if self.smoke else Path("results")
+
+    def command_line(self) -> str:
+        """The ``python -m study.run`` command that asks for this run, as command.txt records it
+        (provenance text for a shell; nothing parses it)."""
+        if self.command is not None:
+            return self.command
+        words = [] if self.study.startswith("-") else [self.study]
+        words += ["--smoke"] if self.smoke else []
+        for override in self.overrides:
+            words += _option("--set", override)
+        for flag, value in (("--seeds", self.seeds), ("--max-concurrent", self.max_concurrent),
+                            ("--max-trials", self.max_trials),
+                            ("--gpus-per-trial", self.gpus_per_trial), ("--cpus", self.cpus),
+                            ("--address", self.address), ("--tracking-uri", self.tracking_uri),
+                            ("--results", self.results), ("--data-dir", self.data_dir), ("--langs", self.langs)):
+            if value is not None:
+                words += _option(flag, str(value))
+        for study in self.reuse_from:
+            words += _option("--reuse-from", study)
+        words += [flag for flag, on in (("--resume", self.resume), ("--extend", self.extend),
+                                        ("--fresh", self.fresh), ("--verbose", self.verbose)) if on]
+        words += ["--", self.study] if self.study.startswith("-") else []
+        return "python -m study.run " + " ".join(shlex.quote(word) for word in words)
+
+    def options(self) -> RunOptions:
+        return RunOptions(results=self.results_dir(), resume=self.resume or self.extend, extend=self.extend,
+                          fresh=self.fresh, address=self.address, num_cpus=self.cpus,
+                          max_concurrent=self.max_concurrent, gpus_per_trial=self.gpus_per_trial,
+                          tracking_uri=self.tracking_uri, data_dir=self.data_dir, langs=self.langs,
+                          verbose=self.verbose, command=self.command_line(), reuse_from=tuple(self.reuse_from),
+                          say=self.say)
+
+
+def run_request(request: StudyRequest, dry_run: bool = False) -> int:
+    """Check, load and run (or dry-run) one requested study; returns the exit code of the run (0, or
+    128 + the signal that stopped its trials). Bad input raises UserError before anything runs."""
+    request.check()
+    corpus = corpus_in(request.data_dir, request.langs) if request.data_dir else None
+    seeds = [f"seeds={request.seeds}"] if request.seeds is not None else []
+    spec = load_study(request.study, request.overrides + seeds, smoke_run=request.smoke,
+                      max_trials=request.max_trials or MAX_TRIALS, corpus=corpus)
+    return (dry_run_spec if dry_run else run_spec)(spec, request.options())
+
+
+def _request(name_or_path: StrPath, smoke: bool, seeds: int | None, overrides, results: StrPath | None,
+             resume: bool, extend: bool, fresh: bool, cpus: int | None, max_concurrent: int | None,
+             gpus_per_trial: float | None, address: str | None, tracking_uri: str | None, data_dir: StrPath | None,
+             langs: str | None, max_trials: int | None, reuse_from: Iterable[str], verbose: bool,
+             say: Callable[[str], None] = print_line) -> StudyRequest:
+    """Keyword arguments as a StudyRequest, each checked for its type (a UserError here, not a
+    confusing failure later in the middle of a notebook)."""
+    values = {}
+    for keyword, value, kind in (("seeds", seeds, int), ("max_concurrent", max_concurrent, int),
+                                 ("max_trials", max_trials, int), ("gpus_per_trial", gpus_per_trial, float),
+                                 ("cpus", cpus, int), ("address", address, str), ("tracking_uri", tracking_uri, str),
+                                 ("langs", langs, str)):
+        values[keyword] = None if value is None else kind(checked(keyword, value, kind))
+    return StudyRequest(study=checked_path("name_or_path", name_or_path), smoke=smoke,
+                        overrides=override_strings(overrides),
+                        results=None if results is None else Path(checked_path("results", results)),
+                        resume=resume, extend=extend, fresh=fresh,
+                        data_dir=None if data_dir is None else Path(checked_path("data_dir", data_dir)),
+                        reuse_from=tuple(reuse_from), verbose=verbose, say=say, **values)
 
 
 def run_study(name_or_path: StrPath, *, smoke: bool = False, seeds: int | None = None,
@@ -42,7 +180,8 @@ def run_study(name_or_path: StrPath, *, smoke: bool = False, seeds: int | None =
               resume: bool = False, extend: bool = False, fresh: bool = False, cpus: int | None = None,
               max_concurrent: int | None = None, gpus_per_trial: float | None = None, address: str | None = None,
               tracking_uri: str | None = None, data_dir: StrPath | None = None, langs: str | None = None,
-              max_trials: int | None = None, verbose: bool = False) -> pandas.DataFrame:
+              max_trials: int | None = None, reuse_from: Iterable[str] = (), verbose: bool = False,
+              say: Callable[[str], None] = print_line) -> pandas.DataFrame:
     """Run a study and return its table: one row per configuration, the columns of
     ``results/<study>/table.csv`` (``label``, ``bleu_mean``, ``bleu_std``, ``ci_low``,
     ``ci_high``, ``delta``, ``p_value``, ``n``, ...).
@@ -66,39 +205,47 @@ def run_study(name_or_path: StrPath, *, smoke: bool = False, seeds: int | None =
     - ``data_dir``, ``langs``: train on the parallel corpus in ``data_dir`` with language pair
       ``langs`` (``"en-de"``) instead of the study's data.
     - ``max_trials``: refuse a study of more trials (default 2000).
+    - ``reuse_from``: studies whose finished trials this one shares instead of training them again.
     - ``verbose``: show the trials' own output.
+    - ``say``: where the progress lines and the final table go (default: printed); warnings go to
+      stderr.
 
     Raises ``nmt.errors.UserError`` on bad input, before anything is trained or written, and
-    ``KeyboardInterrupt`` when the run was stopped (the kernel interrupted, SIGTERM): its
-    finished trials are kept and ``resume=True`` continues it.
+    ``StudyStopped`` (a ``KeyboardInterrupt``) when the run was stopped (the kernel interrupted,
+    SIGTERM): its finished trials are kept and ``resume=True`` continues it.
     """
-    study = checked_path("name_or_path", name_or_path)
-    # the study first, as typed on the command line; a file name the parser would take for an
-    # option goes last, after "--"
-    argv = ([] if study.startswith("-") else [study]) + (["--smoke"] if smoke else [])
-    for override in override_strings(overrides):
-        argv += option("--set", override)
-    for flag, value, kind in (("--seeds", seeds, int), ("--max-concurrent", max_concurrent, int),
-                              ("--max-trials", max_trials, int), ("--gpus-per-trial", gpus_per_trial, float),
-                              ("--cpus", cpus, int), ("--address", address, str), ("--tracking-uri", tracking_uri, str),
-                              ("--results", results, Path), ("--data-dir", data_dir, Path), ("--langs", langs, str)):
-        if value is not None:
-            argv += option(flag, checked(flag[2:].replace("-", "_"), value, kind))
-    argv += [flag for flag, on in (("--resume", resume), ("--extend", extend), ("--fresh", fresh),
-                                   ("--verbose", verbose)) if on]
-    argv += ["--", study] if study.startswith("-") else []
+    request = _request(name_or_path, smoke, seeds, overrides, results, resume, extend, fresh, cpus, max_concurrent,
+                       gpus_per_trial, address, tracking_uri, data_dir, langs, max_trials, reuse_from, verbose, say)
+    exit_code = run_request(request)
+    name = study_path(request.study).stem  # a study's name is its file's name (checked when it loaded)
+    if exit_code != 0:
+        raise StudyStopped(f"study {name} stopped before it finished (exit code {exit_code}); its finished trials "
+                           f"are kept: run_study({request.study!r}, resume=True, ...) with the same other arguments "
+                           f"continues it", exit_code)
+    return load_table(name, request.results_dir())
 
-    from study import run as study_run
-    from study.spec import study_path
 
-    exit_code = study_run.main(argv)  # it records "python -m study.run " + argv in command.txt
-    name = study_path(study).stem  # a study's name is its file's name (checked when it loaded)
-    if exit_code != 0:  # study.run returns 128 + the signal that stopped the trials; bad input raises
-        raise KeyboardInterrupt(f"study {name} stopped before it finished (exit code {exit_code}); its finished "
-                                f"trials are kept: run_study({study!r}, resume=True, ...) with the same other "
-                                f"arguments continues it")
-    default_results = study_run.SMOKE_RESULTS if smoke else Path("results")
-    return load_table(name, results if results is not None else default_results)
+def dry_run(name_or_path: StrPath, **kwargs) -> int:
+    """What ``run_study`` with the same arguments would train, and an estimate of its time, printed;
+    trains and writes nothing (``python -m study.run NAME --dry-run``)."""
+    defaults = dict(smoke=False, seeds=None, overrides=(), results=None, resume=False, extend=False, fresh=False,
+                    cpus=None, max_concurrent=None, gpus_per_trial=None, address=None, tracking_uri=None,
+                    data_dir=None, langs=None, max_trials=None, reuse_from=(), verbose=False, say=print_line)
+    unknown = set(kwargs) - set(defaults)
+    if unknown:
+        raise UserError(f"dry_run: unknown argument {sorted(unknown)[0]!r}; it takes run_study's arguments")
+    return run_request(_request(name_or_path, **{**defaults, **kwargs}), dry_run=True)
+
+
+def rebuild_tables(name: StrPath, results: StrPath = "results", say: Callable[[str], None] = print) -> RebuiltExports:
+    """Rebuild a study's tables, plots and report from its stored trials, training nothing
+    (``python -m study.table NAME``); returns what was written and the table."""
+    return rebuild_exports(Path(checked_path("results", results)), checked_path("name", name), say=say)
+
+
+def write_report(name: str, results: StrPath = "results") -> Path:
+    """(Re)write ``results/NAME/report.html`` from stored results (``python -m study.report``)."""
+    return write_study_report(name, Path(checked_path("results", results)))
 
 
 def load_table(name: StrPath, results: StrPath = "results") -> pandas.DataFrame:
@@ -107,15 +254,13 @@ def load_table(name: StrPath, results: StrPath = "results") -> pandas.DataFrame:
     reference study, ``load_table("cells", results="results/smoke")`` a ``--smoke`` check.
     ``name`` may also be the study's ``.yaml`` file. Raises ``nmt.errors.UserError`` when the
     directory holds no table of that study."""
+    # pandas loads when a table is read, not with the API
     import pandas as pd
 
-    from study.spec import STUDY_NAME
 
     text = checked_path("name", name)
     study = Path(text).stem if text.endswith((".yaml", ".yml")) else text
-    if not STUDY_NAME.fullmatch(study):  # also keeps the path inside the results directory
-        raise UserError(f"study name {study!r}: a study name is a plain identifier (letters, digits, _ and -, "
-                        f"starting with a letter); see python -m study.list")
+    checked_study_name(study)  # also keeps the path inside the results directory
     path = Path(checked_path("results", results)) / study / "table.csv"
     if not path.is_file():
         raise UserError(f"study {study}: no table in {results} ({path} not found); run it with "
@@ -124,7 +269,7 @@ def load_table(name: StrPath, results: StrPath = "results") -> pandas.DataFrame:
     return pd.read_csv(path)
 
 
-def option(flag: str, value: str) -> list[str]:
+def _option(flag: str, value: str) -> list[str]:
     # "--results=-x" keeps a value that starts with "-" from reading as an option
     return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
 

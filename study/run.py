@@ -9,9 +9,6 @@ import sys
 from pathlib import Path
 
 from nmt.cli import exit_without_teardown, program_name, run_main
-from nmt.errors import UserError
-
-SMOKE_RESULTS = Path("results") / "smoke"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,37 +63,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    overrides = list(args.overrides)
-    if args.seeds is not None:
-        overrides.append(f"seeds={args.seeds}")
-    for flag, value in (("--max-concurrent", args.max_concurrent), ("--cpus", args.cpus),
-                        ("--max-trials", args.max_trials)):
-        if value is not None and value < 1:
-            raise UserError(f"{flag} {value}: must be >= 1")
-    if args.gpus_per_trial is not None and args.gpus_per_trial < 0:
-        raise UserError(f"--gpus-per-trial {args.gpus_per_trial}: must be >= 0")
-    if args.fresh and (args.resume or args.extend):
-        flag = "--resume" if args.resume else "--extend"
-        raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")
-    if args.langs and not args.data_dir:
-        raise UserError("--langs needs --data-dir (the directory of the corpus)")
+    # after parsing: --help and a bad argument answer before Ray, torch and the study load
+    from study.api import StudyRequest, run_request
 
-    from study.runner import RunOptions, corpus_in, dry_run_study, run_study
-    from study.spec import MAX_TRIALS, load_study
-
-    corpus = corpus_in(args.data_dir, args.langs) if args.data_dir else None
-    spec = load_study(args.name, overrides, smoke_run=args.smoke, max_trials=args.max_trials or MAX_TRIALS,
-                      corpus=corpus)
-    command = "python -m study.run " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    results = args.results or (SMOKE_RESULTS if args.smoke else Path("results"))
-    options = RunOptions(results=results, resume=args.resume or args.extend, extend=args.extend, fresh=args.fresh,
-                         address=args.address,
-                         num_cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,
-                         tracking_uri=args.tracking_uri, data_dir=args.data_dir, langs=args.langs,
-                         verbose=args.verbose, command=command, reuse_from=tuple(args.reuse_from))
-    if args.dry_run:
-        return dry_run_study(spec, options)
-    return run_study(spec, options)
+    typed = argv if argv is not None else sys.argv[1:]
+    request = StudyRequest(study=args.name, smoke=args.smoke, overrides=list(args.overrides), seeds=args.seeds,
+                           results=args.results, resume=args.resume, extend=args.extend, fresh=args.fresh,
+                           cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,
+                           address=args.address, tracking_uri=args.tracking_uri, data_dir=args.data_dir,
+                           langs=args.langs, max_trials=args.max_trials, reuse_from=tuple(args.reuse_from),
+                           verbose=args.verbose,
+                           command="python -m study.run " + " ".join(shlex.quote(a) for a in typed))
+    return run_request(request, dry_run=args.dry_run)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def test_unpacked_wheel_finds_its_studies_without_the_source_tree(wheel, install
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     env.update(PYTHONPATH=str(installed), PYTHONDONTWRITEBYTECODE="1")
 
-    where = subprocess.run([sys.executable, "-c", "import study, study.spec as s; print(study.__file__); "
+    where = subprocess.run([sys.executable, "-c", "import study, study.spec.model as s; print(study.__file__); "
                             "print(s.SPACES_DIR)"], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=120, check=False)
     assert where.returncode == 0, where.stderr[-3000:]

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from nmt.checkpoint import CheckpointError, load_file
-from nmt.typed_config import read_yaml
 from nmt.errors import ConfigError
+from nmt.typed_config import read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted([*ROOT.glob("nmt/**/*.py"), *ROOT.glob("study/**/*.py")])
@@ -55,8 +55,8 @@ def test_every_documented_server_binds_to_localhost():
     assert len(servers) >= 3
     for line in servers:
         assert "127.0.0.1" in line, line
-    ray_setup = (ROOT / "study" / "ray_setup.py").read_text(encoding="utf-8")
-    runner = (ROOT / "study" / "runner.py").read_text(encoding="utf-8")  # prints the MLflow UI command
+    ray_setup = (ROOT / "study" / "execution" / "ray_setup.py").read_text(encoding="utf-8")
+    runner = (ROOT / "study" / "execution" / "driver.py").read_text(encoding="utf-8")  # prints the MLflow UI command
     assert '"include_dashboard": False' in ray_setup and "--host 127.0.0.1" in runner
 
 

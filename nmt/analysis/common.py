@@ -12,8 +12,11 @@ from pathlib import Path
 
 import torch
 
+from nmt.checkpoint import load_for_inference
 from nmt.config import Config
 from nmt.data.batching import Batch, make_batches
+from nmt.data.corpus import read_parallel
+from nmt.data.pipeline import load_data
 from nmt.data.subword import SubwordVocab
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
@@ -43,8 +46,6 @@ def add_run_arguments(parser: argparse.ArgumentParser, text: bool = True) -> Non
 
 
 def load_run(path: Path, threads: int | None = None) -> Run:
-    from nmt.checkpoint import load_for_inference
-
     directory = path / "checkpoint" if (path / "checkpoint").is_dir() else path
     if not directory.is_dir():
         raise UserError(f"--checkpoint {path}: directory not found")
@@ -56,8 +57,6 @@ def load_run(path: Path, threads: int | None = None) -> Run:
 
 def evaluation_text(cfg: Config, source: Path | None, reference: Path | None, limit: int | None) -> list[tuple[str, str]]:
     """(source, reference) pairs: the given files, else the run's own test set."""
-    from nmt.data.corpus import read_parallel
-
     if limit is not None and limit < 1:
         raise UserError(f"--limit {limit}: must be >= 1")
     if (source is None) != (reference is None):
@@ -71,8 +70,6 @@ def evaluation_text(cfg: Config, source: Path | None, reference: Path | None, li
                             "run was started in, or pass --source and --reference")
         pairs = read_parallel(cfg.data.test[0], cfg.data.test[1], "data.test")
     else:
-        from nmt.data.pipeline import load_data
-
         pairs = load_data(cfg.data, log=None).test_text
     return pairs[:limit] if limit else pairs
 
@@ -107,10 +104,11 @@ def pearson(x: Sequence[float] | torch.Tensor, y: Sequence[float] | torch.Tensor
 
 
 def pyplot():
-    import matplotlib
+    """matplotlib's pyplot on the Agg backend (files only, no display)."""
+    import matplotlib  # heavy, and only the commands that draw need it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the backend
 
     return plt
 

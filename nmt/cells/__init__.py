@@ -1,10 +1,19 @@
 """Recurrent cells: one module per unit, all following ``RecurrentCell``'s contract; each
-module declares its unit (``UNIT``) for the registry ``nmt.units``."""
+module declares its unit (``UNIT``) for the registry ``nmt.units``.
+
+This package imports nothing of ``nmt.config`` when it loads: the registry imports every module
+here to find the units, and ``nmt.config`` imports the registry. ``make_cell`` reads the unit and
+its options off the model config it is given.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from nmt.cells.base import RecurrentCell, State
-from nmt.config import ModelConfig
+
+if TYPE_CHECKING:  # annotations only
+    from nmt.config import ModelConfig
 
 __all__ = ["RecurrentCell", "State", "make_cell"]
 

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from nmt.decoders.fsmn import FSMNDecoder
+from nmt.encoders.fsmn import FSMNEncoder, FSMNLayer
 from nmt.typed_config import setting
 from nmt.units import Unit
 
@@ -29,21 +31,7 @@ class FSMNOptions:
                                      gt=0.0, le=1.0, note=", e.g. 0.01 (the paper's)")
 
 
-def _encoder(model):
-    from nmt.encoders.fsmn import FSMNEncoder
-
-    return FSMNEncoder(model)
-
-
-def _decoder(model, memory_size: int):
-    from nmt.decoders.fsmn import FSMNDecoder
-
-    return FSMNDecoder(model, memory_size)
-
-
 def _bench_layer(size: int):
-    from nmt.encoders.fsmn import FSMNLayer
-
     return FSMNLayer(size, size, order=10, memory="vector", dropout=0.0, has_memory=True)
 
 
@@ -62,6 +50,6 @@ UNIT = Unit(
     name="fsmn", label="FSMN", rank=8, options=FSMNOptions,
     paper="Hou et al., Feedforward Sequential Memory Networks based Encoder-Decoder Model for Machine Translation",
     recurrence="none", defaults={"attention": "general"},
-    encoder=_encoder, decoder=_decoder, validate=_validate, bench_layer=_bench_layer,
+    encoder=FSMNEncoder, decoder=FSMNDecoder, validate=_validate, bench_layer=_bench_layer,
     shrink=lambda options: dataclasses.replace(options, order=min(options.order, 4)),
 )

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from nmt.cells.base import RecurrentCell, reference_loop
+from nmt.decoders.srnmt import SRNMTDecoder
 from nmt.ops.linear_scan import linear_scan
 from nmt.typed_config import setting
 from nmt.units import Unit
@@ -135,12 +136,6 @@ class SRNMTOptions:
                                     "attention keys); false is the paper's LN(x W)")
 
 
-def _decoder(model, memory_size: int):
-    from nmt.decoders.srnmt import SRNMTDecoder
-
-    return SRNMTDecoder(model, memory_size)
-
-
 def _validate(model, fail) -> None:
     if not model.bidirectional or model.dir_size != "half":
         fail("model.dir_size", model.dir_size, "the srnmt encoder unit is bidirectional with d/2 per direction; "
@@ -154,6 +149,6 @@ UNIT = Unit(
         input_size, hidden, layer_norm=model.layer_norm, highway=options.highway, norm_bias=options.norm_bias),
     recurrence="a", bidirectional="total",
     defaults={"layer_norm": True, "multi_attention": True},
-    decoder=_decoder, validate=_validate,
+    decoder=SRNMTDecoder, validate=_validate,
     variants={"srnmt-no-ln-no-highway": {"model.layer_norm": False, "model.srnmt.highway": False}},
 )

@@ -35,9 +35,10 @@ from pathlib import Path
 from nmt.config import DataConfig
 from nmt.data.corpus import MAX_LINE_CHARS, read_parallel, stream_lines
 from nmt.data.subword import SubwordVocab, piece_bound, train_subwords
-from nmt.errors import DataError
+from nmt.data import synthetic
+from nmt.errors import ConfigError, DataError
 
-__all__ = ["ParallelData", "load_data", "resolve_cache_dir", "vocabulary_bound"]
+__all__ = ["ParallelData", "check_vocabulary_size", "load_data", "resolve_cache_dir", "vocabulary_bound"]
 
 Pairs = list[tuple[list[int], list[int]]]
 _MANIFEST = "manifest.json"
@@ -80,45 +81,20 @@ def resolve_cache_dir(cfg: DataConfig) -> Path:
 
 
 def load_data(cfg: DataConfig, log: Callable[[str], None] | None = print) -> ParallelData:
+    """The corpus of ``cfg`` read, its subword model(s) trained or loaded, everything encoded and the
+    training pairs length-filtered (steps 1-4 of this module's docstring)."""
     log = log or (lambda _msg: None)
     start = time.perf_counter()
     cache = resolve_cache_dir(cfg)
-    if cfg.preset == "synthetic":
-        files = _synthetic_corpus(cfg, cache, log)
-        source = f"synthetic seed={cfg.seed} size={cfg.size}"
-        train_text = read_parallel(*files["train"], key="data.train")
-        limit = None
-    elif cfg.preset is None:
-        files = {}
-        for split in _SPLITS:
-            paths = getattr(cfg, split)
-            if not paths or len(paths) != 2:
-                raise DataError(f"data.{split} = {paths!r}: give [SOURCE_FILE, TARGET_FILE] or use data.preset: synthetic")
-            files[split] = (Path(paths[0]).expanduser(), Path(paths[1]).expanduser())
-        source = "; ".join(f"{split}: {files[split][0]} {files[split][1]}" for split in _SPLITS)
-        limit = cfg.limit
-        train_text = read_parallel(*files["train"], key="data.train", limit=limit)
-    else:
-        raise DataError(f"data.preset = {cfg.preset!r} is not known; use synthetic, or leave it out and give data.train/valid/test")
+    files, source = _corpus_files(cfg, cache, log)
+    limit = cfg.limit if cfg.preset is None else None  # data.limit cuts a file corpus only
+    train_text = read_parallel(*files["train"], key="data.train", limit=limit)
     valid_text = read_parallel(*files["valid"], key="data.valid")
     test_text = read_parallel(*files["test"], key="data.test")
 
     src_vocab, tgt_vocab = train_subwords(train_text, cfg.spm, cache / "spm", log=log)
 
-    train_src = src_vocab.encode_many([s for s, _ in train_text])
-    train_tgt = tgt_vocab.encode_many([t for _, t in train_text])
-    train: Pairs = []
-    too_long = empty = 0
-    for s, t in zip(train_src, train_tgt):
-        if not s or not t:
-            empty += 1
-        elif len(s) > cfg.max_len or len(t) > cfg.max_len:
-            too_long += 1
-        else:
-            train.append((s, t))
-    if not train:
-        raise DataError(f"data.train: no training pairs left after dropping {too_long} longer than data.max_len = "
-                        f"{cfg.max_len} subwords and {empty} with an empty side; raise data.max_len or check data.train")
+    train, too_long, empty = _training_pairs(train_text, src_vocab, tgt_vocab, cfg.max_len)
     valid = _encode_pairs(valid_text, src_vocab, tgt_vocab)
     test = _encode_pairs(test_text, src_vocab, tgt_vocab)
 
@@ -153,12 +129,49 @@ def load_data(cfg: DataConfig, log: Callable[[str], None] | None = print) -> Par
     return ParallelData(src_vocab, tgt_vocab, train, valid, test, valid_text, test_text, stats)
 
 
+def _corpus_files(cfg: DataConfig, cache: Path, log: Callable[[str], None]) -> tuple[dict, str]:
+    """({split: (source file, target file)}, the corpus's description in the stats): the synthetic
+    preset's files (generated into the cache the first time), or ``data.train/valid/test``."""
+    if cfg.preset == "synthetic":
+        return _synthetic_corpus(cfg, cache, log), f"synthetic seed={cfg.seed} size={cfg.size}"
+    if cfg.preset is not None:
+        raise DataError(f"data.preset = {cfg.preset!r} is not known; use synthetic, or leave it out and give data.train/valid/test")
+    files = {}
+    for split in _SPLITS:
+        paths = getattr(cfg, split)
+        if not paths or len(paths) != 2:
+            raise DataError(f"data.{split} = {paths!r}: give [SOURCE_FILE, TARGET_FILE] or use data.preset: synthetic")
+        files[split] = (Path(paths[0]).expanduser(), Path(paths[1]).expanduser())
+    return files, "; ".join(f"{split}: {files[split][0]} {files[split][1]}" for split in _SPLITS)
+
+
+def _training_pairs(train_text: list[tuple[str, str]], src_vocab: SubwordVocab, tgt_vocab: SubwordVocab,
+                    max_len: int) -> tuple[Pairs, int, int]:
+    """(the encoded training pairs kept, how many were longer than ``max_len`` subwords on either side,
+    how many had an empty side); no pair left is an error."""
+    train_src = src_vocab.encode_many([s for s, _ in train_text])
+    train_tgt = tgt_vocab.encode_many([t for _, t in train_text])
+    train: Pairs = []
+    too_long = empty = 0
+    for s, t in zip(train_src, train_tgt):
+        if not s or not t:
+            empty += 1
+        elif len(s) > max_len or len(t) > max_len:
+            too_long += 1
+        else:
+            train.append((s, t))
+    if not train:
+        raise DataError(f"data.train: no training pairs left after dropping {too_long} longer than data.max_len = "
+                        f"{max_len} subwords and {empty} with an empty side; raise data.max_len or check data.train")
+    return train, too_long, empty
+
+
 def vocabulary_bound(cfg: DataConfig) -> tuple[int, str] | None:
     """(at most how many subword pieces the training text allows, what that text is), for the side that
     allows fewer when the vocabularies are separate; None when the training files cannot be read
     (``load_data`` says why).
 
-    Config validation calls it, so that a ``data.spm.vocab_size`` no training could reach is refused
+    ``check_vocabulary_size`` calls it, so that a ``data.spm.vocab_size`` no training could reach is refused
     before any corpus work: the synthetic bound comes from every word its lexicon can write (no sentence is
     drawn). A file corpus cannot be bounded without reading it, so its training files are scanned, but only
     until ``vocab_size`` pieces are found (a few lines when the vocabulary fits); a scan that finds too few
@@ -188,11 +201,26 @@ def vocabulary_bound(cfg: DataConfig) -> tuple[int, str] | None:
     return min(found)
 
 
+def check_vocabulary_size(d: DataConfig, source: str) -> None:
+    """Refuse a vocabulary larger than any SentencePiece training on this corpus could make, before
+    the corpus is generated and SentencePiece trains. Called where a corpus is about to be used (a
+    new training run or study), not by ``validate``: a stored config (a checkpoint, a finished study)
+    stays readable when its training files have moved or changed. The bound is an upper one:
+    SentencePiece itself says the exact limit, which can be lower, when it trains. (It lives here, next to
+    ``vocabulary_bound``, and not in ``nmt.config``: the data pipeline builds on the config, not the
+    other way round.)"""
+    found = vocabulary_bound(d)
+    if found is not None and found[0] < d.spm.vocab_size:
+        most, text = found
+        raise ConfigError(f"{source}: data.spm.vocab_size = {d.spm.vocab_size}: {text} has at most {most} distinct "
+                          f"subword pieces (special symbols included); lower it to {most} or less (--set "
+                          f"data.spm.vocab_size=N); SentencePiece reports its exact limit, usually far lower, when "
+                          f"it trains")
+
+
 # Cached: validation runs for every trial config of a study, with the same data.
 @functools.lru_cache(maxsize=64)
 def _synthetic_bound(seed: int, lexicon: float, side: str, enough: int) -> int:
-    from nmt.data import synthetic  # imported lazily: file corpora do not need it
-
     forms = synthetic.word_forms(seed, lexicon)
     return piece_bound(forms["source"] | forms["target"] if side == "joint" else forms[side], enough)
 
@@ -245,8 +273,6 @@ def _read_manifest(directory: Path) -> dict | None:
 
 
 def _synthetic_corpus(cfg: DataConfig, cache: Path, log: Callable[[str], None]) -> dict[str, tuple[Path, Path]]:
-    from nmt.data import synthetic  # imported lazily: file corpora do not need it
-
     root = cache / "synthetic"
     knobs = (f"-lex{cfg.lexicon:g}" if cfg.lexicon != 1.0 else "") + \
         (f"-w{cfg.max_words}" if cfg.max_words != synthetic.DEFAULT_MAX_WORDS else "")

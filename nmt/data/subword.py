@@ -277,7 +277,7 @@ def piece_bound(lines: Iterable[str], enough: int | None = None) -> int:
 def _lock(path: Path):
     """An exclusive inter-process lock where the platform has one; a no-op elsewhere."""
     try:
-        import fcntl
+        import fcntl  # POSIX only: a module that is missing on Windows
     except ImportError:  # Windows: the atomic replace alone keeps readers safe
         yield
         return

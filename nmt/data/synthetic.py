@@ -360,10 +360,18 @@ def _unchanged(values: Sequence, choices: Sequence) -> list:
 
 
 def _build_lexicon(rng: random.Random, sizes: LexiconSizes = FULL_LEXICON) -> _Lexicon:
-    """Draw both vocabularies, of the given sizes, and the target morphology from ``rng``."""
-    # A reduced lexicon could lack a contrast by chance (all 4 prepositions dative, no dative verb among 3, ...),
-    # so it gets every value. The full lexicon keeps its draws untouched: its corpora stay byte-identical.
-    complete = _with_every_value if sizes != FULL_LEXICON else _unchanged
+    """Draw both vocabularies, of the given sizes, and the target morphology from ``rng``: the source
+    words, then the target's closed-class forms and endings, then the target words, in this order
+    (the order of the draws decides every corpus)."""
+    src, source_words = _source_words(rng, sizes)
+    closed_forms, morphology = _target_morphology(rng, src)
+    # Target words never coincide with a source word, nor with each other.
+    tgt = _WordMaker(rng, TGT_ONSETS, TGT_VOWELS, TGT_CODAS, coda_rate=0.45, taken=src.taken | set(closed_forms))
+    return _Lexicon(sizes=sizes, **source_words, **morphology, **_target_words(rng, sizes, tgt, morphology))
+
+
+def _source_words(rng: random.Random, sizes: LexiconSizes) -> tuple[_WordMaker, dict]:
+    """(the source word maker, which holds every form given out, the source words by ``_Lexicon`` field)."""
     src = _WordMaker(rng, SRC_ONSETS, SRC_VOWELS, SRC_CODAS, coda_rate=0.15)
     src_function = {name: src.word((1,)) for name in
                     ("def", "indef", "indef_pl", "dem", "dem_pl", "not", "perfect", "that", "rel",
@@ -376,7 +384,13 @@ def _build_lexicon(rng: random.Random, sizes: LexiconSizes = FULL_LEXICON) -> _L
     src_adjectives = src.words(sizes.adjectives, (2, 3))
     src_verbs = src.words(sizes.verbs, (2, 3), lambda w: (w, _source_past(w)))
     src_adverbs = src.words(sizes.adverbs, (3,))
+    return src, dict(src_function=src_function, src_pronouns=src_pronouns, src_connectives=src_connectives,
+                     src_subordinators=src_subordinators, src_prepositions=src_prepositions, src_nouns=src_nouns,
+                     src_adjectives=src_adjectives, src_verbs=src_verbs, src_adverbs=src_adverbs)
 
+
+def _target_morphology(rng: random.Random, src: _WordMaker) -> tuple[list[str], dict]:
+    """(the determiners' and relative pronouns' forms, the target's inflection by ``_Lexicon`` field)."""
     # Determiners and relative pronouns: a consonant stem + a vowel-initial ending (unique by construction).
     vowel_consonant = [v + c for v in SRC_VOWELS for c in ("", "r", "n", "m", "s")]
     while True:
@@ -392,9 +406,16 @@ def _build_lexicon(rng: random.Random, sizes: LexiconSizes = FULL_LEXICON) -> _L
     present_endings = rng.sample(("e", "st", "t", "en", "et", "ant", "o", "est", "ir", "on", "u", "at"), 6)
     past_marker = rng.choice(("te", "de", "ta", "ti"))
     participle_affixes = (rng.choice(("ge", "be", "ga")), rng.choice(("t", "en", "et")))
+    return closed_forms, dict(strong_endings=strong_endings, det_stems=det_stems, rel_stem=rel_stem,
+                              adj_endings=adj_endings, present_endings=present_endings, past_marker=past_marker,
+                              participle_affixes=participle_affixes)
 
-    # Target words never coincide with a source word, nor with each other.
-    tgt = _WordMaker(rng, TGT_ONSETS, TGT_VOWELS, TGT_CODAS, coda_rate=0.45, taken=src.taken | set(closed_forms))
+
+def _target_words(rng: random.Random, sizes: LexiconSizes, tgt: _WordMaker, morphology: dict) -> dict:
+    """The target words, their genders, plurals, linking elements and cases, by ``_Lexicon`` field."""
+    # A reduced lexicon could lack a contrast by chance (all 4 prepositions dative, no dative verb among 3, ...),
+    # so it gets every value. The full lexicon keeps its draws untouched: its corpora stay byte-identical.
+    complete = _with_every_value if sizes != FULL_LEXICON else _unchanged
     aux_forms = tgt.words(6, (1,))
     tgt_function = {name: tgt.word((1,)) for name in ("not", "that", "np_and")}
     tgt_pronouns = [tgt.words(3, (1,)) for _ in PRONOUNS]
@@ -410,8 +431,10 @@ def _build_lexicon(rng: random.Random, sizes: LexiconSizes = FULL_LEXICON) -> _L
     noun_link = [rng.choice(LINKS) for _ in range(sizes.nouns)]
     n_modifiers = sizes.compound_modifiers  # only their linking elements are ever used
     noun_link[:n_modifiers] = complete(noun_link[:n_modifiers], LINKS)
-    adj_forms = [e for pair in adj_endings for e in pair]
+    adj_forms = [e for pair in morphology["adj_endings"] for e in pair]
     tgt_adjectives = tgt.words(sizes.adjectives, (1, 2, 3), lambda w: [w + e for e in adj_forms])
+    past_marker, present_endings = morphology["past_marker"], morphology["present_endings"]
+    participle_affixes = morphology["participle_affixes"]
 
     def verb_forms(stem: str) -> list[str]:
         finite = [stem + m + e for m in ("", past_marker) for e in present_endings]
@@ -422,19 +445,11 @@ def _build_lexicon(rng: random.Random, sizes: LexiconSizes = FULL_LEXICON) -> _L
     n_transitive = sizes.transitive_verbs  # only transitive verbs have an object
     verb_object_case[:n_transitive] = complete(verb_object_case[:n_transitive], (ACC, DAT))
     tgt_adverbs = tgt.words(sizes.adverbs, (2, 3))
-
-    return _Lexicon(
-        sizes=sizes,
-        src_function=src_function, src_pronouns=src_pronouns, src_connectives=src_connectives,
-        src_subordinators=src_subordinators, src_prepositions=src_prepositions, src_nouns=src_nouns,
-        src_adjectives=src_adjectives, src_verbs=src_verbs, src_adverbs=src_adverbs,
-        strong_endings=strong_endings, det_stems=det_stems, rel_stem=rel_stem, adj_endings=adj_endings,
-        present_endings=present_endings, past_marker=past_marker, participle_affixes=participle_affixes,
-        aux_forms=aux_forms, tgt_function=tgt_function, tgt_pronouns=tgt_pronouns,
-        tgt_connectives=tgt_connectives, tgt_subordinators=tgt_subordinators,
-        tgt_prepositions=tgt_prepositions, prep_case=prep_case, tgt_nouns=tgt_nouns, noun_gender=noun_gender,
-        noun_plural=noun_plural, noun_link=noun_link, tgt_adjectives=tgt_adjectives, tgt_verbs=tgt_verbs,
-        verb_object_case=verb_object_case, tgt_adverbs=tgt_adverbs)
+    return dict(aux_forms=aux_forms, tgt_function=tgt_function, tgt_pronouns=tgt_pronouns,
+                tgt_connectives=tgt_connectives, tgt_subordinators=tgt_subordinators,
+                tgt_prepositions=tgt_prepositions, prep_case=prep_case, tgt_nouns=tgt_nouns, noun_gender=noun_gender,
+                noun_plural=noun_plural, noun_link=noun_link, tgt_adjectives=tgt_adjectives, tgt_verbs=tgt_verbs,
+                verb_object_case=verb_object_case, tgt_adverbs=tgt_adverbs)
 
 
 # --------------------------------------------------------------------------- syntax trees

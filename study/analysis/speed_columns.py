@@ -1,0 +1,68 @@
+"""The table's speed columns: the trials' own timings, or those of ``speed.json`` when
+``python -m study.speed`` timed every row in one pass."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from nmt.errors import UserError
+from study.store.record_validation import read_json
+
+SPEED_FILE = "speed.json"
+
+
+
+TRIAL_TIMINGS_NOTE = ("train tok/s and decode w/s: the trials' own timings (mean over seeds), taken while they "
+                      "trained, so they also measure what else the machine ran then; python -m study.speed NAME "
+                      "times every row in one pass.")
+
+
+
+def read_speed(study_dir: Path) -> dict | None:
+    """The study's timing pass (``speed.json``), or None when it has none."""
+    path = study_dir / SPEED_FILE
+    speed = read_json(path, f"restore it, or time the study again with python -m study.speed {study_dir.name}")
+    if speed is None:
+        return None
+    try:
+        missing = [key for key in ("date", "machine", "threads", "repeats", "rows") if key not in speed]
+        if missing:
+            raise KeyError(", ".join(missing))
+        for row in speed["rows"]:
+            if not isinstance(row["label"], str) or not all(
+                    isinstance(row[key], (int, float)) for key in ("train_tokens_per_s", "decode_words_per_s")):
+                raise ValueError(f"row {row!r}: a label and two speeds expected")
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(f"{path}: not a timing pass of python -m study.speed ({type(err).__name__}: {err}); "
+                        f"delete it or run python -m study.speed {study_dir.name} again") from None
+    return speed
+
+
+
+def speed_note(speed: dict, untimed: list[str]) -> str:
+    """The table's note on where its speed columns come from."""
+    threads = f"{speed['threads']} thread" + ("s" if speed["threads"] != 1 else "")
+    rounds = "one round" if speed["repeats"] == 1 else f"fastest of {speed['repeats']} interleaved rounds"
+    note = (f"train tok/s and decode w/s: one timing pass of every row (python -m study.speed, {speed['date']}, "
+            f"{speed['machine']}, {threads}, {rounds}), not the trials' own timings.")
+    if untimed:
+        note += f" Not in that pass (run it again): {', '.join(untimed)}."
+    return note
+
+
+
+def with_speed(rows, speed: dict | None):
+    """The table's rows with the timing pass's speeds (rows it lacks: none) and its note; without a
+    pass, the trials' own speeds with a note that says so."""
+    rows = rows.copy()
+    if speed is None:
+        rows.attrs["speed_note"] = TRIAL_TIMINGS_NOTE
+        return rows
+    timed = {row["label"]: row for row in speed["rows"]}
+    rows["train_tokens_per_s"] = [float(timed[label]["train_tokens_per_s"]) if label in timed else math.nan
+                                  for label in rows["label"]]
+    rows["decode_words_per_s"] = [float(timed[label]["decode_words_per_s"]) if label in timed else math.nan
+                                  for label in rows["label"]]
+    rows.attrs["speed_note"] = speed_note(speed, [label for label in rows["label"] if label not in timed])
+    return rows

@@ -1,0 +1,437 @@
+"""Paper-style tables from trial records.
+
+Per configuration (table row): test BLEU over the seeds that finished
+(mean, std, n, 95% t-interval), the difference to the reference row, its
+95% Welch interval over the two rows' seeds, a
+paired bootstrap against the reference on the seeds' test translations
+concatenated (sacreBLEU's p-value and the 95% interval of the difference,
+``study.analysis.significance``), how long the seeds trained and when they were best
+(epochs, best epoch), validation BLEU, chrF, status counts (ok / truncated /
+diverged / failed / stopped early), parameters, weight matrices, training
+tokens/s and decoding words/s. Diverged and failed seeds are counted in the
+status column and left out of the BLEU statistics; truncated seeds (cut short
+by the wall-time cap) are kept in them and flagged.
+
+A finding needs converged models, so the tables say where they are not: a
+row is marked † when a seed's best validation score came at its last epoch
+(still improving when its budget ended) and ‡ when its seeds trained for
+different amounts; the footnotes under the table name them. Exports:
+Markdown (also printed), CSV, LaTeX (booktabs) and the per-trial CSV.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nmt.fileio import write_lines
+from study.analysis.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, seed_interval, sentence_stats, t95
+from study.store.record_validation import read_text
+
+STATUSES = ("ok", "truncated", "diverged", "failed", "stopped", "running")
+SCORED = ("ok", "truncated")  # seeds whose test scores enter a row's statistics
+STILL_IMPROVING, UNEVEN = "†", "‡"
+
+
+@dataclass
+class StudyTable:
+    title: str
+    rows: pd.DataFrame  # one row per configuration (numeric)
+    trials: pd.DataFrame  # one row per trial
+    reference: str | None
+
+    def markdown(self) -> str:
+        return markdown_table(display_frame(self.rows, self.reference), self.title, footnotes(self.rows))
+
+    def latex(self, label: str = "") -> str:
+        return latex_table(display_frame(self.rows, self.reference), self.title, footnotes(self.rows), label)
+
+    def latex_compact(self, label: str = "") -> str:
+        """The table for one paper column: BLEU ± std, Δ, p, best epoch, params, training speed."""
+        columns = ["Model", "BLEU", "± std", "Δ", "p", "best epoch", "params", "train tok/s"]
+        frame = display_frame(self.rows, self.reference)[columns].rename(columns={"train tok/s": "tok/s"})
+        return latex_table(frame, self.title, footnotes(self.rows), label, compact=True)
+
+
+def trials_frame(records: list[dict]) -> pd.DataFrame:
+    rows = []
+    for r in records:
+        m = r["metrics"]
+        rows.append({"label": r["label"], "row": r["row"], "seed": r["seed"], "status": r["status"],
+                     "test_bleu": m.get("test_bleu"), "valid_bleu": m.get("valid_bleu", m.get("best_valid_bleu")),
+                     "test_chrf": m.get("test_chrf"), "params": m.get("params"),
+                     "weight_matrices": m.get("weight_matrices"), "train_tokens_per_s": m.get("train_tokens_per_s"),
+                     "decode_words_per_s": m.get("decode_words_per_s"), "epochs": epochs_trained(r),
+                     "best_epoch": m.get("best_epoch"), "still_improving": still_improving(r), "steps": m.get("steps"),
+                     "train_tokens": m.get("train_tokens"), "stop_reason": m.get("stop_reason", ""), "key": r["key"],
+                     "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
+    return pd.DataFrame(rows)
+
+
+def epochs_trained(record: dict) -> float | None:
+    """Epochs a trial trained (fractional when a step/token budget or the cap ended it mid-epoch)."""
+    m = record["metrics"]
+    for key in ("epochs", "epochs_trained", "epoch"):  # final metrics, a per-epoch result, older records
+        if m.get(key) is not None:
+            return float(m[key])
+    return None
+
+
+def still_improving(record: dict) -> bool:
+    """A scored trial whose best validation score came at its last evaluation: its budget ended
+    while it was still getting better, so its score is not that of a converged model."""
+    epochs, best = epochs_trained(record), record["metrics"].get("best_epoch")
+    if record["status"] not in SCORED or not epochs or not best:
+        return False
+    return float(best) >= math.ceil(epochs - 1e-9)
+
+
+def build_table(records: list[dict], title: str, reference: str | None, references_text: list[str] | None,
+                row_order: list[str] | None = None, planned_seeds: dict[str, int] | None = None) -> StudyTable:
+    """One row per configuration: BLEU over the finished seeds, its intervals, and Δ, the paired bootstrap
+    and the seed interval against ``reference``. ``planned_seeds`` (label -> trials the study will run)
+    counts the trials a half-finished study has not started yet in each row's n."""
+    trials = trials_frame(records)
+    labels = row_order or list(dict.fromkeys(r["label"] for r in sorted(records, key=lambda r: (r["row"], r["label"]))))
+    by_label = {label: [r for r in records if r["label"] == label] for label in labels}
+    reference_records = by_label.get(reference, []) if reference else []
+    rows = [_aggregate(label, by_label.get(label, []), (planned_seeds or {}).get(label, 0)) for label in labels]
+    reference_row = next((row for row in rows if row["label"] == reference), None)
+    reference_mean = reference_row["bleu_mean"] if reference_row is not None else math.nan
+    stats_cache: dict[str, np.ndarray | None] = {}
+    for row, label in zip(rows, labels):
+        row["delta"] = row["bleu_mean"] - reference_mean if reference else math.nan
+        seeds_low = seeds_high = math.nan
+        if reference_row is not None and label != reference:
+            seeds_low, seeds_high = seed_interval(row["bleu_mean"], row["bleu_std"], row["n"],
+                                                  reference_row["bleu_mean"], reference_row["bleu_std"],
+                                                  reference_row["n"])
+        test = nan_bootstrap()
+        if reference and label != reference and references_text is not None:
+            test = paired_test(by_label[label], reference_records, references_text, stats_cache=stats_cache)
+        row.update(p_value=test.p_value, delta_ci_low=test.ci_low, delta_ci_high=test.ci_high,
+                   delta_seeds_ci_low=seeds_low, delta_seeds_ci_high=seeds_high)
+    frame = pd.DataFrame(rows)
+    if references_text is not None and reference:
+        unusable = mismatched_translations(records, references_text, stats_cache)
+        if unusable:
+            frame.attrs["translation_note"] = (
+                f"Δ CI (bootstrap) and p are left blank for every row that needs a test translation without one "
+                f"line per test sentence (the test set has {len(references_text)}): {', '.join(unusable)}. "
+                "Restore that seed's test translation or train that trial again.")
+    return StudyTable(title, frame, trials, reference)
+
+
+def _aggregate(label: str, group: list[dict], planned: int = 0) -> dict:
+    counts = {status: sum(r["status"] == status for r in group) for status in STATUSES}
+    ok = [r for r in group if r["status"] in SCORED and r["metrics"].get("test_bleu") is not None]
+    bleu = [float(r["metrics"]["test_bleu"]) for r in ok]
+    n = len(bleu)
+    mean = sum(bleu) / n if n else math.nan
+    std = (sum((b - mean) ** 2 for b in bleu) / (n - 1)) ** 0.5 if n > 1 else (0.0 if n == 1 else math.nan)
+    half = t95(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+
+    def mean_of(key: str, records: list[dict]) -> float:
+        values = [float(r["metrics"][key]) for r in records if r["metrics"].get(key) is not None]
+        return sum(values) / len(values) if values else math.nan
+
+    measured = [r for r in group if r["status"] in ("ok", "truncated", "diverged", "stopped")]
+    first = next((r for r in group if r["metrics"].get("params")), None)
+    errors = sorted({r["error"] for r in group if r.get("error")})
+    epochs = [e for e in (epochs_trained(r) for r in ok) if e is not None]
+    best = [float(r["metrics"]["best_epoch"]) for r in ok if r["metrics"].get("best_epoch") is not None]
+    return {
+        "label": label, "bleu_mean": mean, "bleu_std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half,
+        "epochs_min": min(epochs, default=math.nan), "epochs_max": max(epochs, default=math.nan),
+        "best_epoch_min": min(best, default=math.nan), "best_epoch_max": max(best, default=math.nan),
+        "still_improving": sum(still_improving(r) for r in ok), "uneven_epochs": len(set(epochs)) > 1,
+        "valid_bleu": mean_of("valid_bleu", ok or measured), "chrf": mean_of("test_chrf", ok),
+        "params": int(first["metrics"]["params"]) if first else None,
+        "weight_matrices": int(first["metrics"]["weight_matrices"]) if first and first["metrics"].get("weight_matrices") else None,
+        "train_tokens_per_s": mean_of("train_tokens_per_s", measured),
+        "decode_words_per_s": mean_of("decode_words_per_s", ok),
+        **counts, "status": status_text(counts, errors, not_started=max(planned - len(group), 0)),
+        "seeds": max(len(group), planned),
+    }
+
+
+# a table rebuilt between sessions cannot tell a trial in training from one a stopped driver left
+SHOWN_STATUS = {"running": "unfinished"}
+
+
+def status_text(counts: dict, errors: list[str], not_started: int = 0) -> str:
+    """The row's trials by status ("ok", or "2 ok, 1 diverged"); ``not_started`` counts the trials of a
+    half-finished study that have no record yet, named only beside those that have one."""
+    present = {SHOWN_STATUS.get(k, k): v for k, v in counts.items() if v}
+    if not present:
+        return "not started"
+    if not_started:
+        present["not started"] = not_started
+    reason = f" ({errors[0]})" if errors else ""
+    if len(present) == 1:
+        status = next(iter(present))
+        return status + (reason if status == "failed" else "")
+    return ", ".join(f"{v} {k}" + (reason if k == "failed" else "") for k, v in present.items())
+
+
+def status_counts(row: dict) -> str:
+    """A table row's status without its failed trials' error messages ("1 failed, 1 not started"):
+    every count, short enough for a bar's label."""
+    counts = {status: int(row[status]) for status in STATUSES}
+    return status_text(counts, [], not_started=max(int(row["seeds"]) - sum(counts.values()), 0))
+
+
+def paired_test(system: list[dict], reference: list[dict], references_text: list[str], samples: int = 1000,
+                stats_cache: dict[str, np.ndarray] | None = None) -> PairedBootstrap:
+    """Paired bootstrap of this row against the reference row over the seeds both finished,
+    their test translations concatenated (seed by seed, so sentence i meets sentence i).
+    ``stats_cache`` keeps each translation file's sentence statistics between rows."""
+    cache = {} if stats_cache is None else stats_cache
+    ours, theirs = finished_translations(system), finished_translations(reference)
+    seeds = sorted(set(ours) & set(theirs))
+    if not seeds:
+        return nan_bootstrap()
+    parts = [(translation_stats(ours[seed], references_text, cache),
+              translation_stats(theirs[seed], references_text, cache)) for seed in seeds]
+    if any(a is None or b is None for a, b in parts):
+        return nan_bootstrap()
+    return paired_bootstrap_stats(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]),
+                                  samples=samples)
+
+
+def finished_translations(records: list[dict]) -> dict[int, str]:
+    """Seed -> test translation file, for the seeds that finished (status ok) and kept one."""
+    return {r["seed"]: r["hyp_path"] for r in records if r["status"] == "ok" and r.get("hyp_path")}
+
+
+def mismatched_translations(records: list[dict], references_text: list[str],
+                            cache: dict[str, np.ndarray | None]) -> list[str]:
+    """The finished seeds whose test translation the bootstrap cannot pair with the test set
+    ("label seed 2 has 997 lines"), in row order. ``cache`` is the one the paired tests filled, so
+    only a translation of the wrong length is read again, for its line count."""
+    out = []
+    for record in sorted(records, key=lambda r: (r["row"], r["label"], r["seed"])):
+        path = finished_translations([record]).get(record["seed"])
+        if path is not None and translation_stats(path, references_text, cache) is None:
+            lines = len((read_text(Path(path)) or "").splitlines())
+            out.append(f"{record['label']} seed {record['seed']} has {lines} lines")
+    return out
+
+
+def translation_stats(path: str, references_text: list[str], cache: dict[str, np.ndarray | None]) -> np.ndarray | None:
+    """A translation file's sentence statistics, kept in ``cache`` by path; None when the file has
+    not one line per test sentence."""
+    if path not in cache:
+        lines = (read_text(Path(path)) or "").splitlines()  # a stored file: checked as input
+        cache[path] = sentence_stats(lines, references_text) if len(lines) == len(references_text) else None
+    return cache[path]
+
+
+# ---------------------------------------------------------------------------
+# display and exports
+
+
+def format_number(value, digits: int = 2, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if signed and value and abs(value) < 0.5 * 10 ** -digits:
+        # a difference that rounds to +0.00 would print "[+0.00, +0.00]" beside p < 0.001 (rows all
+        # near 0 BLEU): two significant digits keep its sign and size readable
+        return f"{value:+.2g}"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def format_interval(low: float, high: float) -> str:
+    """A signed interval of a difference, "[-1.20, +0.35]"; "-" where there is none (NaN)."""
+    if low is None or math.isnan(low):
+        return "-"
+    return f"[{format_number(low, signed=True)}, {format_number(high, signed=True)}]"
+
+
+def format_p(value: float) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _count(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k" if value >= 1e4 else f"{value:.0f}"
+
+
+def _span(low: float, high: float) -> str:
+    """"10", "4.5" or "8-10": a value, or the range of the seeds' values."""
+    if low is None or (isinstance(low, float) and math.isnan(low)):
+        return "-"
+
+    def short(value: float) -> str:
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+
+    return short(low) if low == high else f"{short(low)}-{short(high)}"
+
+
+def marked_rows(rows: pd.DataFrame) -> dict[str, list[dict]]:
+    """The rows behind each mark: still improving (†), uneven epochs (‡), truncated."""
+    records = rows.to_dict("records")
+    return {"improving": [r for r in records if r["still_improving"]],
+            "uneven": [r for r in records if r["uneven_epochs"]],
+            "truncated": [r for r in records if r.get("truncated")]}
+
+
+def _labels(records: list[dict]) -> str:
+    return ", ".join(r["label"] for r in records)
+
+
+def footnotes(rows: pd.DataFrame) -> list[str]:
+    """The notes under a table for its marks, naming the rows they concern."""
+    marked = marked_rows(rows)
+    notes = []
+    if marked["improving"]:
+        seeds = ", ".join(f"{r['label']} ({r['still_improving']}/{r['n']} seeds)" for r in marked["improving"])
+        notes.append(f"{STILL_IMPROVING} still improving when its budget ended (best validation score at the last "
+                     f"epoch): {seeds}. Not a converged result: give it more epochs or use early "
+                     "stopping (budget.patience).")
+    if marked["uneven"]:  # a scored seed is ok (its budget or early stopping ended it) or truncated
+        cause = "early stopping or the wall-time cap" if any(r["truncated"] for r in marked["uneven"]) else "early stopping"
+        notes.append(f"{UNEVEN} seeds trained for different numbers of epochs ({cause}): {_labels(marked['uneven'])}.")
+    if marked["truncated"]:
+        notes.append("truncated: stopped by the wall-time cap (budget.minutes) before its budget ended, so how far "
+                     f"it trained depends on the machine's speed, not only on the config: "
+                     f"{_labels(marked['truncated'])}.")
+    if rows.attrs.get("translation_note"):
+        notes.append(rows.attrs["translation_note"])
+    if rows.attrs.get("speed_note"):  # where the speed columns come from (study.analysis.speed_columns.with_speed)
+        notes.append(rows.attrs["speed_note"])
+    if rows.attrs.get("left_out_note"):  # stored trials that are not the study's (study.store.study_state.study_trials)
+        notes.append(rows.attrs["left_out_note"])
+    return notes
+
+
+def warnings(rows: pd.DataFrame) -> list[str]:
+    """What the end of a study run must say about its table: rows that were still improving, or
+    cut short by the wall-time cap (and so trained for different amounts), and translations the
+    bootstrap could not use."""
+    marked = marked_rows(rows)
+    lines = []
+    if marked["improving"]:
+        lines.append(f"{len(marked['improving'])} of {len(rows)} rows were still improving when their budget ended "
+                     f"(best validation score at the last epoch): {_labels(marked['improving'])}. Their scores are "
+                     "not those of converged models; raise budget.epochs or use early stopping (budget.patience).")
+    if marked["truncated"]:
+        lines.append(f"cut short by the wall-time cap (budget.minutes), status truncated: "
+                     f"{_labels(marked['truncated'])}. How far they trained depends on the machine's speed; rerun "
+                     "without the cap to compare them.")
+    # early stopping ends seeds at different epochs by design (the ‡ note says so); only a cut short
+    # by the wall-time cap needs the user's attention
+    capped_unevenly = [r for r in marked["uneven"] if r["truncated"]]
+    if capped_unevenly:
+        lines.append(f"seeds trained for different numbers of epochs (the wall-time cap): {_labels(capped_unevenly)}.")
+    if rows.attrs.get("translation_note"):
+        lines.append(rows.attrs["translation_note"])
+    return lines
+
+
+# right-aligned in Markdown; every other column reads as text
+NUMBER_COLUMNS = frozenset({"BLEU", "± std", "Δ", "p", "valid BLEU", "chrF", "params", "WM", "train tok/s",
+                            "decode w/s", "sum of single Δ", "departure"})
+
+
+def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
+    """A shown table (``display_frame``) as Markdown: bold title, the table, its notes. The cells are
+    written as ``display_frame`` formatted them: left to itself, tabulate would read "+0.30" as a
+    number and print "0.3"."""
+    align = ["right" if column in NUMBER_COLUMNS else "left" for column in frame.columns]
+    body = frame.apply(lambda column: column.map(markdown_cell)).to_markdown(index=False, disable_numparse=True, colalign=align)
+    return f"**{' '.join(title.split())}**\n\n" + body + "\n" + "".join(f"\n{note}\n" for note in notes)
+
+
+def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
+    """The table as shown (formatted cells, one row per configuration); markdown, LaTeX, the HTML
+    report and study.compare all show this frame."""
+    out = []
+    for row in rows.to_dict("records"):
+        no_bleu = row["n"] == 0
+        bleu = row["status"].split(" (")[0] if no_bleu else format_number(row["bleu_mean"])
+        is_reference = row["label"] == reference
+        out.append({
+            "Model": row["label"],
+            "BLEU": bleu,
+            "± std": "-" if row["n"] < 2 else format_number(row["bleu_std"]),  # one seed has no spread to show
+            "Δ": "-" if no_bleu or not reference else "0" if is_reference else format_number(row["delta"], signed=True),
+            "95% CI": "-" if row["n"] < 2 else f"[{format_number(row['ci_low'])}, {format_number(row['ci_high'])}]",
+            "Δ CI (seeds)": "-" if is_reference else format_interval(row["delta_seeds_ci_low"], row["delta_seeds_ci_high"]),
+            "Δ CI (bootstrap)": "-" if is_reference else format_interval(row["delta_ci_low"], row["delta_ci_high"]),
+            "p": "-" if is_reference else format_p(row["p_value"]),
+            "n": f"{row['n']}/{row['seeds']}",
+            "epochs": _span(row["epochs_min"], row["epochs_max"]) + (f" {UNEVEN}" if row["uneven_epochs"] else ""),
+            "best epoch": _span(row["best_epoch_min"], row["best_epoch_max"])
+            + (f" {STILL_IMPROVING}" if row["still_improving"] else ""),
+            "valid BLEU": format_number(row["valid_bleu"]),
+            "chrF": format_number(row["chrf"]),
+            "params": _count(row["params"]),
+            "WM": format_number(row["weight_matrices"], 0),  # NaN, not None, in a column with rows that have no trials
+            "train tok/s": format_number(row["train_tokens_per_s"], 0),
+            "decode w/s": format_number(row["decode_words_per_s"], 0),
+            "status": row["status"],
+        })
+    return pd.DataFrame(out)
+
+
+# every character LaTeX reads as a command in text, as the character it shows (one pass: the
+# replacements hold braces and backslashes themselves); a line break in a label is a space
+LATEX_TEXT = str.maketrans({"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "_": r"\_", "#": r"\#",
+                            "{": r"\{", "}": r"\}", "$": r"\$", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}",
+                            "±": r"$\pm$", "Δ": r"$\Delta$", "<": r"$<$", STILL_IMPROVING: r"\textdagger{}",
+                            UNEVEN: r"\textdaggerdbl{}", "\n": " ", "\r": " "})
+
+
+def latex_text(text: str) -> str:
+    return text.translate(LATEX_TEXT)
+
+
+def markdown_cell(text: str) -> str:
+    """A cell of a Markdown table: a '|' would end the cell and a line break the row."""
+    return " ".join(str(text).replace("|", r"\|").split("\n"))
+
+
+def latex_table(frame: pd.DataFrame, title: str, notes: list[str], label: str = "", compact: bool = False) -> str:
+    escape = latex_text
+
+    columns = list(frame.columns)
+    lines = [r"\begin{table}[t]", r"\centering"]
+    if compact:  # one column of a two-column paper
+        lines += [r"\small", r"\setlength{\tabcolsep}{3pt}"]
+    lines += [r"\begin{tabular}{l" + "r" * (len(columns) - 1) + "}",
+             r"\toprule", " & ".join(escape(c) for c in columns) + r" \\", r"\midrule"]
+    for row in frame.itertuples(index=False):
+        lines.append(" & ".join(escape(str(v)) for v in row) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if notes:
+        lines += [r"\par\smallskip", r"\begin{minipage}{\linewidth}\footnotesize"]
+        lines += [escape(note) + r"\par" for note in notes]
+        lines += [r"\end{minipage}"]
+    lines += [rf"\caption{{{escape(title)}}}"]
+    if label:
+        lines += [rf"\label{{{label}}}"]
+    lines += [r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def export(table: StudyTable, directory: Path) -> list[Path]:
+    """table.md, table.csv, table.tex (with \\label{tab:<study>}), table_compact.tex (one paper column,
+    label tab:<study>-compact) and trials.csv in ``directory`` (the study's directory)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    names = ("table.md", "table.csv", "table.tex", "table_compact.tex", "trials.csv")
+    paths = {name: directory / name for name in names}
+    label = f"tab:{directory.name}"
+    write_lines(paths["table.md"], table.markdown().splitlines())
+    write_lines(paths["table.csv"], table.rows.to_csv(index=False).splitlines())
+    write_lines(paths["table.tex"], table.latex(label).splitlines())
+    write_lines(paths["table_compact.tex"], table.latex_compact(f"{label}-compact").splitlines())
+    write_lines(paths["trials.csv"], table.trials.to_csv(index=False).splitlines())
+    return list(paths.values())

@@ -1,0 +1,126 @@
+"""The Ray Tune function trainable: one trial = one ``nmt`` training run.
+
+The trial keeps its own record (``study.store.trial_store``): who it is, its progress after every
+epoch, and its nmt run directory, whose epoch checkpoint is where a retried trial (a killed
+worker, a dead node) or a resumed study continues, bit for bit. Ray only carries the metrics
+(``tune.report`` once per epoch through nmt's ``report`` hook, and a final report with the
+test scores); no checkpoint goes through Ray. Every reported number is finite: a diverged run
+reports its best validation BLEU so far (0 if none) and ``status: diverged``.
+
+A finished trial never trains again: its final checkpoint, ``metrics.json`` and ``test.hyp``
+are kept as ``finished/<trial_key>/`` (staged, then renamed into place) before the final
+report, and a trial that finds itself finished only reports that again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+from ray import tune
+
+from nmt.config import config_from_dict
+from nmt.typed_config import apply_overrides
+from study.store.provenance import cpu_description
+from study.store.trial_store import TrialStore
+
+TRIAL = "trial"  # param_space key of the expanded trial (spec.Trial as a dict)
+SAMPLE = "sample"  # config key of a search trial's Optuna trial number (its stable identity)
+
+
+def sampled_params(config: dict) -> dict:
+    """The parameters a searcher sampled for this trial (dotted config keys)."""
+    return {key: value for key, value in config.items() if key not in (TRIAL, SAMPLE)}
+
+
+def trial_key(config: dict) -> str:
+    """The deterministic key of a trial: its expanded key, extended by the search sample's
+    number and parameters (two samples of equal parameters are two trials)."""
+    trial = config[TRIAL]
+    sampled = sampled_params(config)
+    if not sampled and SAMPLE not in config:
+        return trial["key"]
+    text = trial["key"] + json.dumps({**sampled, SAMPLE: config.get(SAMPLE)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def trial_config(config: dict) -> tuple[dict, dict]:
+    """(the trial dict, the resolved NMT config tree) from a Tune config; sampled search
+    parameters (dotted keys next to "trial") override the trial's config."""
+    trial = config[TRIAL]
+    sampled = list(sampled_params(config).items())
+    tree = apply_overrides(trial["config"], sampled) if sampled else trial["config"]
+    return trial, tree
+
+
+def finite_metrics(metrics: dict) -> dict:
+    """Scalars only, and no NaN/inf/None: schedulers and searchers must never see them."""
+    clean = {}
+    for key, value in metrics.items():
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, (int, float)):
+            clean[key] = float(value) if math.isfinite(value) else 0.0
+        elif isinstance(value, str):
+            clean[key] = value
+    return clean
+
+
+def train_trial(config: dict) -> None:
+    from nmt.trainer import run  # torch is imported in the worker, not when Tune pickles this function
+
+    trial, tree = trial_config(config)
+    cfg = config_from_dict(tree, source=f"trial {trial['label']} seed {trial['seed']}")
+    key = trial_key(config)
+    store = TrialStore(Path(trial["storage"]))
+    with store.hold(key):
+        finished = store.finished_metrics(key)
+        node, cpu = _node_id(), cpu_description()
+        if finished is not None:  # it keeps the node and CPU that trained it (its committed record stays as it was)
+            stored = store.identity(key) or {}
+            node = finished.get("node_id") or stored.get("node_id") or node
+            cpu = finished.get("cpu") or stored.get("cpu")  # none for a record from before CPUs were recorded
+        # the CPU: a seed trained on another CPU type can differ in the last bits, and from there on in its scores
+        machine = {"node_id": node, **({"cpu": cpu} if cpu else {})}
+        identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], **machine}
+        # written again also for a finished trial: a record damaged since is made whole
+        store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
+                          "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
+                          **machine})
+        if finished is not None:  # finished before the driver went away
+            _report_final(finished, identity)
+            return
+
+        def report(metrics: dict, checkpoint_dir: Path) -> None:
+            clean = finite_metrics({**metrics, **identity, "final": 0})
+            store.progress(key, clean)
+            tune.report(clean)
+
+        resume_from = store.resume_point(key)
+        if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
+            store.forget_progress(key)
+        metrics = run(cfg, store.run_dir(key), report=report, resume_from=resume_from,
+                      log=lambda line: print(line, flush=True))
+        store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
+                                     for epoch in metrics.get("history", [])])
+        store.finish(key, {**metrics, **machine})
+    _report_final(metrics, identity)
+
+
+def _report_final(metrics: dict, identity: dict) -> None:
+    tune.report(finite_metrics({**metrics, **identity, "final": 1}))
+
+
+def _node_id() -> str:
+    """Which Ray node ran the trial (diagnostics: trials spread over a cluster)."""
+    # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
+    import ray
+
+    if not ray.is_initialized():  # outside a Ray worker; asking would start a local Ray instance
+        return ""
+    try:
+        return ray.get_runtime_context().get_node_id()
+    except Exception:  # outside a Ray worker
+        return ""

@@ -1,0 +1,153 @@
+"""The Ray Tune run of a study's trials: a grid of trial configs or Optuna samples, the callbacks
+that record and track them, and ASHA when the study asks for it."""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from pathlib import Path
+
+from study.execution.disk_watch import StorageStopper
+from study.execution.ray_setup import trial_resources, trials_at_once
+from study.execution.tracking import StudyTracker
+from study.execution.trainable import SAMPLE
+from study.spec.model import StudySpec, Trial
+from study.spec.options import RunOptions
+from study.store.trial_store import TrialStore
+
+
+def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: StudyTracker, results_root: Path,
+           exp_dir: Path, storage: StorageStopper, ray_storage: Path, row_work: dict[str, float] | None = None):
+    """A new Tuner on every run, also a resumed one: finished trials only report their stored
+    result again, unfinished ones continue from their own checkpoints (study.store.trial_store). Ray's
+    own experiment files (pickles) go to ``ray_storage``, a private temporary directory of the
+    driver, never into the results directory, and are never read back: no results directory,
+    shared or not, can make the driver unpickle anything, and a full results disk cannot break
+    Ray's bookkeeping. ``row_work`` (study.execution.row_cost) lets the progress line price the rows it has
+    not timed yet by their models' size."""
+    # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
+    from ray import tune
+
+    # they load Ray: imported when the trials start
+    from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
+    from study.execution.trainable import TRIAL, train_trial
+
+    resources = trial_resources(spec, opts)
+    trainable = tune.with_resources(train_trial, resources)
+    metric = spec.metrics[0]
+    search_alg, scheduler = None, None
+    if spec.fields.search is not None:
+        total = _samples_left(spec, results_root, exp_dir) if opts.resume else spec.fields.search.num_samples
+        search_alg = _optuna(spec, results_root, keep=opts.resume)
+        param_space = {TRIAL: trials[0].to_dict()}
+    else:
+        total = len(trials)
+        param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
+    concurrency = trials_at_once(resources, opts)
+    store = TrialStore(exp_dir)
+    # a search draws new samples for what is left, so only a grid has trials that finished before
+    finished_before = {} if spec.fields.search is not None else {
+        trial.key: {**metrics, "label": trial.label} for trial in trials
+        if (metrics := store.finished_metrics(trial.key)) is not None}
+    callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
+                 ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before,
+                                  planned=None if spec.fields.search is not None else
+                                  {trial.key: trial.label for trial in trials}, row_work=row_work,
+                                  say=opts.say)]
+    if spec.fields.search is not None:
+        callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
+    if spec.fields.scheduler.type == "asha":
+        # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
+        from ray.tune.schedulers import ASHAScheduler
+
+        epochs = trials[0].config["train"]["max_epochs"]
+        scheduler = ASHAScheduler(time_attr="training_iteration", metric=metric.name, mode=metric.mode,
+                                  max_t=epochs + 1, grace_period=spec.fields.scheduler.grace_period,
+                                  reduction_factor=spec.fields.scheduler.reduction_factor)
+    # metric and mode go to the searcher and the scheduler themselves (a multi-objective
+    # searcher has several; Tune refuses them in both places)
+    tune_config = tune.TuneConfig(
+        search_alg=search_alg, scheduler=scheduler, num_samples=total if spec.fields.search else 1,
+        max_concurrent_trials=opts.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name)
+    run_config = tune.RunConfig(
+        name=spec.name, storage_path=str(ray_storage), verbose=0, callbacks=callbacks, stop=storage,
+        failure_config=tune.FailureConfig(max_failures=2))
+    return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config), total
+
+
+def _trial_name(trial) -> str:
+    info = trial.config.get("trial", {})
+    return f"r{info.get('row', 0):02d}s{info.get('seed', 0)}_{trial.trial_id}"
+
+
+def _samples_left(spec: StudySpec, results_root: Path, exp_dir: Path) -> int:
+    """A resumed search keeps every sample that ended (finished, failed or stopped early) and
+    draws new samples for the rest: an interrupted sample is dropped, here and in Optuna."""
+    # optuna loads for search studies only
+    import optuna
+
+    store = TrialStore(exp_dir)
+    ended = 0
+    for key in store.keys():
+        if store.finished_metrics(key) is not None or store.verdict(key) is not None:
+            ended += 1
+        else:
+            store.forget(key)
+    storage = optuna.storages.RDBStorage(optuna_storage(results_root))
+    with contextlib.suppress(KeyError):
+        study_id = storage.get_study_id_from_name(spec.name)
+        for trial in storage.get_all_trials(study_id, deepcopy=False):
+            if trial.state == optuna.trial.TrialState.RUNNING:  # the interrupted driver's samples
+                storage.set_trial_state_values(trial._trial_id, optuna.trial.TrialState.FAIL)
+    return max(0, spec.fields.search.num_samples - ended)
+
+
+def _optuna(spec: StudySpec, results_root: Path, keep: bool):
+    # optuna loads for search studies only
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    class NumberedOptunaSearch(OptunaSearch):
+        """Each sampled config carries its Optuna trial number: a stable identity per sample,
+        so two samples of the same parameters are two trials (and two MLflow runs)."""
+
+        def suggest(self, trial_id):
+            config = super().suggest(trial_id)
+            if isinstance(config, dict) and trial_id in self._ot_trials:
+                config = {**config, SAMPLE: self._ot_trials[trial_id].number}
+            return config
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # "A new study created in RDB": the run says what matters
+    search = spec.fields.search
+    space = {}
+    for key, dist in search.space.items():
+        kind = dist["type"]
+        if kind == "categorical":
+            space[key] = optuna.distributions.CategoricalDistribution(dist["choices"])
+        elif kind == "int":
+            space[key] = optuna.distributions.IntDistribution(dist["low"], dist["high"])
+        else:
+            space[key] = optuna.distributions.FloatDistribution(float(dist["low"]), float(dist["high"]),
+                                                                log=kind == "loguniform")
+    samplers = {"tpe": optuna.samplers.TPESampler, "random": optuna.samplers.RandomSampler,
+                "nsga2": optuna.samplers.NSGAIISampler}
+    sampler = samplers[search.sampler](seed=search.seed)
+    metrics = spec.metrics
+    multi = len(metrics) > 1
+    storage = optuna.storages.RDBStorage(optuna_storage(results_root))
+    if not keep:  # a new run replaces the Optuna study of the same name; a resumed one continues it
+        with contextlib.suppress(KeyError):
+            optuna.delete_study(study_name=spec.name, storage=storage)
+    searcher = NumberedOptunaSearch(space=space, metric=[m.name for m in metrics] if multi else metrics[0].name,
+                                    mode=[m.mode for m in metrics] if multi else metrics[0].mode, sampler=sampler,
+                                    study_name=spec.name, storage=storage)
+    # optuna-dashboard shows the objectives by name ("valid_bleu", not "Objective 0") and what the study is
+    with warnings.catch_warnings():  # "experimental" since Optuna 3.2: not news for the user's terminal
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        searcher._ot_study.set_metric_names([m.name for m in metrics])
+    searcher._ot_study.set_user_attr("description", spec.fields.description)
+    return searcher
+
+
+def optuna_storage(results_root: Path) -> str:
+    return f"sqlite:///{(results_root / 'optuna.db').resolve()}"

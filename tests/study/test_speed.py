@@ -1,0 +1,144 @@
+"""study.speed: every row of a stored study timed in one pass, and the tables built from it."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from nmt.cli import run_main
+from nmt.errors import UserError
+from study.analysis.speed_columns import TRIAL_TIMINGS_NOTE, read_speed, with_speed
+from study.speed import main
+
+TINY = ["data.size=300", "data.valid_size=20", "data.test_size=20", "data.spm.vocab_size=200", "model.hidden=16",
+        "model.emb=16", "seeds=1"]
+TRIAL_SPEED = {"train_tokens_per_s": 50.0, "decode_words_per_s": 20.0}  # what the records say they ran at
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory, cache_dir):
+    """A finished context_gates study on the tiny corpus as its run stores it (study.json, trial records,
+    tables), each trial claiming the same speeds."""
+    from study.analysis.exports import write_exports
+    from study.execution.driver import write_state
+    from study.spec.expansion import expand
+    from study.spec.loading import load_study, spec_to_dict
+
+    results = tmp_path_factory.mktemp("speed") / "results"
+    spec = load_study("context_gates", TINY)
+    study_dir = results / spec.name
+    metrics = {"params": 1000, "weight_matrices": 3, **TRIAL_SPEED}
+    records = [{"key": t.key, "label": t.label, "row": t.row, "seed": t.seed, "config": t.config, "params": {},
+                "status": "ok", "error": "", "hyp_path": None, "artifacts": [],
+                "metrics": {**metrics, "test_bleu": 10.0 + t.row, "valid_bleu": 9.0, "epochs": 3, "best_epoch": 2}}
+               for t in expand(spec)]
+    write_state(study_dir, {"study": spec.name, "spec": spec_to_dict(spec), "request": spec.tree})
+    write_exports(spec, records, None, study_dir)
+    kept = []
+    with pytest.MonkeyPatch.context() as patch:  # the rows train as the trial workers do (nmt.memory)
+        patch.setattr("study.execution.row_timing.keep_freed_memory", lambda: kept.append(True))
+        assert run_main(main, [spec.name, "--results", str(results), "--batches", "1", "--sentences", "3",
+                               "--repeats", "1"]) == 0
+    assert kept == [True]
+    return study_dir
+
+
+def test_every_row_is_timed_and_the_tables_show_the_pass_not_the_trials(stored):
+    speed = json.loads((stored / "speed.json").read_text())
+    table = pd.read_csv(stored / "table.csv")
+    assert [row["label"] for row in speed["rows"]] == list(table["label"])
+    timed = {row["label"]: row for row in speed["rows"]}
+    for row in table.to_dict("records"):
+        assert row["train_tokens_per_s"] == pytest.approx(timed[row["label"]]["train_tokens_per_s"])
+        assert row["decode_words_per_s"] == pytest.approx(timed[row["label"]]["decode_words_per_s"])
+        assert row["train_tokens_per_s"] not in (50.0, 0.0) and math.isfinite(row["train_tokens_per_s"])
+        assert row["decode_words_per_s"] not in (20.0, 0.0) and math.isfinite(row["decode_words_per_s"])
+    assert all(row["train_tokens"] > 0 and row["decode_words"] > 0 for row in speed["rows"])
+    # the trials' own timings stay in the per-trial CSV
+    assert set(pd.read_csv(stored / "trials.csv")["train_tokens_per_s"]) == {50.0}
+    note = (f"train tok/s and decode w/s: one timing pass of every row (python -m study.speed, {speed['date']}, "
+            f"{speed['machine']}, 1 thread, one round), not the trials' own timings.")
+    for name in ("table.md", "table.tex", "report.html"):
+        text = (stored / name).read_text()
+        assert "one timing pass of every row" in text, name
+    assert note in (stored / "table.md").read_text()
+
+
+def test_a_rebuilt_table_is_the_same_from_the_same_pass(stored):
+    from study.table import main as table_main
+
+    before = {name: (stored / name).read_bytes() for name in ("table.md", "table.csv", "table.tex", "bleu_vs_speed.pdf")}
+    assert table_main([stored.name, "--results", str(stored.parent)]) == 0
+    assert {name: (stored / name).read_bytes() for name in before} == before
+
+
+def test_rows_the_pass_lacks_show_no_speed_and_the_note_names_them():
+    rows = pd.DataFrame({"label": ["GRU", "GRU + CG"], "train_tokens_per_s": [50.0, 50.0],
+                         "decode_words_per_s": [20.0, 20.0]})
+    speed = {"date": "2026-11-26", "machine": "a CPU", "threads": 2, "repeats": 3,
+             "rows": [{"label": "GRU", "train_tokens_per_s": 900.0, "decode_words_per_s": 300.0}]}
+    shown = with_speed(rows, speed)
+    assert shown["train_tokens_per_s"][0] == 900.0 and math.isnan(shown["train_tokens_per_s"][1])
+    assert shown["decode_words_per_s"][0] == 300.0 and math.isnan(shown["decode_words_per_s"][1])
+    assert shown.attrs["speed_note"].endswith("2 threads, fastest of 3 interleaved rounds), not the trials' own "
+                                              "timings. Not in that pass (run it again): GRU + CG.")
+    trials_own = with_speed(rows, None)  # without a pass: the trials' speeds, and a note that says so
+    assert list(trials_own["train_tokens_per_s"]) == [50.0, 50.0] and trials_own.attrs["speed_note"] == TRIAL_TIMINGS_NOTE
+    assert "speed_note" not in rows.attrs
+
+
+def test_the_speed_note_goes_under_the_tables_and_the_speed_plot_not_the_bleu_plot(stored, tmp_path):
+    import shutil
+
+    from study.analysis.plots import _note_lines
+    from study.table import main as table_main
+
+    copy = tmp_path / "results" / stored.name
+    shutil.copytree(stored, copy)
+    (copy / "speed.json").unlink()
+    assert table_main([stored.name, "--results", str(copy.parent)]) == 0
+    said = "taken while they trained, so they also measure what else the machine ran then"  # no quote: HTML escapes it
+    for name in ("table.md", "table.tex", "report.html"):
+        assert said in (copy / name).read_text(), name
+    rows = with_speed(pd.read_csv(copy / "table.csv").assign(still_improving=0, uneven_epochs=False), None)
+    assert "".join(_note_lines(rows, 30, shows_speed=True)) == TRIAL_TIMINGS_NOTE
+    assert _note_lines(rows, 30, shows_speed=False) == []
+
+
+def error_of(capsys, *argv: str) -> str:
+    assert run_main(main, list(argv)) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_bad_input_is_one_line_and_a_nonzero_exit(tmp_path, capsys):
+    assert "no stored results" in error_of(capsys, "cells", "--results", str(tmp_path))
+    assert "plain identifier" in error_of(capsys, "..", "--results", str(tmp_path))
+    with pytest.raises(SystemExit) as exit_:
+        main(["cells", "--batches", "0"])
+    assert exit_.value.code == 2 and "at least 1" in capsys.readouterr().err
+    (tmp_path / "speed.json").write_text('{"date": "2026-11-26", "rows": []}')
+    with pytest.raises(UserError) as err:
+        read_speed(tmp_path)
+    assert "speed.json" in str(err.value) and "machine" in str(err.value) and "delete it" in str(err.value)
+    (tmp_path / "speed.json").write_text('{"date": "x", "machine": "y", "threads": 1, "repeats": 1, '
+                                         '"rows": [{"label": "GRU", "train_tokens_per_s": "fast"}]}')
+    with pytest.raises(UserError, match="two speeds"):
+        read_speed(tmp_path)
+
+
+def test_a_broken_pass_stops_the_table_rebuild_with_one_line(stored, tmp_path, capsys):
+    import shutil
+
+    from study.table import main as table_main
+
+    copy = tmp_path / "results" / stored.name
+    shutil.copytree(stored, copy)
+    (copy / "speed.json").write_text("{not json")
+    assert run_main(table_main, [stored.name, "--results", str(copy.parent)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "speed.json" in err[0] and "python -m study.speed" in err[0]

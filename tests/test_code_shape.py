@@ -1,0 +1,37 @@
+"""The shape of the code a newcomer meets: study/ shows its entry points at the top and its wings
+below, and no function runs past 60 lines unless its docstring says why."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ENTRY_POINTS = {"__init__", "api", "cli", "run", "table", "list", "speed", "compare", "report", "bench"}
+WINGS = {"spec", "store", "analysis", "execution"}
+LONGEST = 60
+
+
+def test_the_top_of_study_holds_only_its_entry_points_and_wings():
+    modules = {path.stem for path in (ROOT / "study").glob("*.py")}
+    folders = {path.name for path in (ROOT / "study").iterdir() if path.is_dir() and (path / "__init__.py").exists()}
+    assert modules == ENTRY_POINTS and folders == WINGS
+
+
+def test_commands_hold_argument_parsing_and_one_library_call():
+    """A command's main() reaches the library through study.api only."""
+    for name in ENTRY_POINTS - {"__init__", "api", "cli"}:
+        tree = ast.parse((ROOT / "study" / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+        assert {module for module in imported if module.startswith("study")} == {"study.api"}, name
+
+
+def test_no_function_runs_past_60_lines_without_a_reason():
+    long = []
+    for path in sorted([*(ROOT / "nmt").rglob("*.py"), *(ROOT / "study").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > LONGEST and f"more than {LONGEST} lines" not in " ".join((ast.get_docstring(node) or "").split()):
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
