@@ -107,8 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     # "study" left out the study's fixed cost, which nmt.bench no longer runs (python -m study.bench
     # --fixed-cost reports it): still accepted, so that command lines written for it keep working
     parser.add_argument("--skip", choices=("cells", "models", "decoding", "targets", "study"), action="append",
-                        default=[], help="leave a part out (study: accepted and changes nothing; the study's fixed "
-                                         "cost is python -m study.bench --fixed-cost's)")
+                        default=[], help="leave a part out (study: accepted for old command lines, with a note; the study's "
+                                         "fixed cost is python -m study.bench --fixed-cost's)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                         help="where to measure (default: cuda when present)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -146,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({torch.get_num_threads()} threads max)"
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
     log(f"device: {device.type} - {where}; torch {torch.__version__}; B={args.batch}, T={args.length}")
+    if "study" in args.skip:
+        print("note: --skip study is no longer needed: nmt.bench does not time the study's fixed cost "
+              "(python -m study.bench --fixed-cost does)", file=sys.stderr, flush=True)
     report = {"device": device.type, "device_name": where, "torch": torch.__version__, "batch": args.batch,
               "length": args.length}
     if "cells" not in args.skip:

@@ -44,7 +44,8 @@ def test_every_speed_target_is_printed_with_its_ratio(capsys):
     code = main(["--skip", "cells", "--skip", "models", "--skip", "study", "--threads", "1", "--repeats", "1",
                  "--decode-sizes", "8:40", "--decode-sentences", "12", "--target-sizes", "8:40:3x4", "16:60:2x6"])
     assert code == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "--skip study is no longer needed" in err  # an old command line still runs, and says so
     lines = out[out.index("targets:"):].splitlines()[1:]
     for what, *_ in TRAINING_TARGETS:
         assert len([line for line in lines if line.strip().startswith(f"{what} training tokens/s")]) == 2  # both sizes
