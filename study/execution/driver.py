@@ -283,7 +283,7 @@ def open_tracking(spec: StudySpec, opts: RunOptions, state: dict | None,
     tracker = StudyTracker(uri, spec.name, artifact_root=results_root / "mlflow-artifacts",
                            description=spec.fields.description, varied=study_axes(spec),
                            run_tags={"smoke": str(bool(spec.tree.get("smoke"))).lower(), RESULTS_TAG: str(results_root),
-                                     **environment()})
+                                     **environment()}, say=opts.say)
     return tracker, uri
 
 

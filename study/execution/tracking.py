@@ -35,12 +35,14 @@ import os
 import re
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from nmt.errors import UserError
 from nmt.typed_config import flatten
 from study.analysis.tables import still_improving
 from study.execution.sqlite_store import ensure_store
+from study.spec.options import print_line
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +77,12 @@ def default_tracking_uri(results_dir: Path) -> str:
 
 class StudyTracker:
     def __init__(self, uri: str, study: str, artifact_root: Path | None = None, description: str = "",
-                 varied: list[str] = (), run_tags: dict[str, str] | None = None):
+                 varied: list[str] = (), run_tags: dict[str, str] | None = None,
+                 say: Callable[[str], None] = print_line):
         """``varied``: the config keys the study varies (shown on every child run); ``run_tags``:
-        tags of every run of this driver (smoke, git commit, package versions)."""
+        tags of every run of this driver (smoke, git commit, package versions); ``say``: where its
+        notes go (a store being built or rebuilt)."""
+        self.say = say
         self.uri = uri
         self.study = study
         self.artifact_root = artifact_root
@@ -120,7 +125,7 @@ class StudyTracker:
         try:
             with _store_lock(self.uri):
                 if sqlite_file(self.uri) is not None:
-                    ensure_store(sqlite_file(self.uri), log=lambda line: print(line, flush=True))
+                    ensure_store(sqlite_file(self.uri), log=self.say)
                 self._find_or_create_experiment()
         except UserError:
             raise

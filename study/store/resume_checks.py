@@ -23,8 +23,8 @@ def check_resumable(spec: StudySpec, opts: RunOptions, state: dict | None, resul
         flag = "--extend" if opts.extend else "--resume"
         raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
     if state is None:
-        print(f"note: {results_root / spec.name / 'study.json'} is missing; the study continues from its trial store "
-              f"{exp_dir} (the study file given now says what the study is)", flush=True)
+        opts.say(f"note: {results_root / spec.name / 'study.json'} is missing; the study continues from its trial "
+                 f"store {exp_dir} (the study file given now says what the study is)")
 
 
 def check_resumable_changes(spec: StudySpec, opts: RunOptions, state: dict | None) -> None:
