@@ -83,7 +83,7 @@ class Additivity:
         improving = [row["label"] for row in self.rows.to_dict("records")
                      if row["still_improving"] and not math.isnan(row["departure"])]
         if improving:
-            notes.append(f"{STILL_IMPROVING} measured from a row that was still improving when its budget ended "
+            notes.append(f"{STILL_IMPROVING} measured from a row that was still improving when its training ended "
                          f"(marked {STILL_IMPROVING} in table.md): {', '.join(improving)}. Not a converged result.")
         if self.rows.attrs.get("translation_note"):
             notes.append(self.rows.attrs["translation_note"])

@@ -2,7 +2,7 @@
 (bar), BLEU against a config value such as depth (line, one series per value of the study's
 other axes), and BLEU against training speed with the Pareto front.
 
-They carry the table's marks: † after a row still improving when its budget ended, hatched
+They carry the table's marks: † after a row still improving when its training ended, hatched
 bars (and a note) for rows cut short by the wall-time cap, intervals clipped to BLEU's range
 [0, 100] (a t-interval from two seeds can reach far beyond it)."""
 
@@ -149,7 +149,7 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
     improving = ok[ok["still_improving"] > 0]
     if len(improving):
         ax.scatter(improving["x"], improving["bleu_mean"], s=90, facecolors="none", edgecolors="#dd8452",
-                   label=f"{STILL_IMPROVING} still improving at its last epoch", zorder=3)
+                   label=f"{STILL_IMPROVING} still improving when training ended", zorder=3)
     if len(improving) or len(names) > 1:
         ax.legend(fontsize=7)
     partial = partial_row_notes(ok)

@@ -13,7 +13,10 @@ Built on sacreBLEU's sufficient statistics (the internals its own significance m
 
 ``seed_interval``: the 95% Welch interval of the difference of two rows' mean test BLEU over their
 seeds, each seed an independent training run: how much the difference could move with other
-training seeds, which the bootstrap leaves out.
+training seeds, which the bootstrap leaves out. Its degrees of freedom are Welch-Satterthwaite's,
+fractional, as in R's ``t.test`` and scipy. ``welch_contrast`` adds the test's p-value and the
+minimum detectable effect; ``seeds_needed`` and ``holm`` complete the claims protocol
+(``study.analysis.claims``).
 
 ``contrast_seed_interval`` and ``contrast_bootstrap_stats`` do the same for a weighted sum of
 several rows' BLEU (a contrast), such as how far a combined ablation's drop departs from the sum
@@ -30,21 +33,21 @@ from functools import lru_cache
 import numpy as np
 
 SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: the same resamples, so the same p-values
-# two-sided 95% Student t critical values by degrees of freedom (1.96 beyond 30)
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-        20: 2.086, 25: 2.060, 30: 2.042}
+ALPHA, POWER = 0.05, 0.80  # two-sided 95% intervals and tests; power for the minimum detectable effect
+
+
+def t_quantile(probability: float, df: float) -> float:
+    """Student's t quantile for ``df`` degrees of freedom, fractional ones included (the
+    Welch-Satterthwaite df as R's ``t.test`` and scipy use it); NaN below 1e-9 df."""
+    # scipy (a dependency of MLflow as well as ours) loads only when an interval is computed
+    from scipy.stats import t
+
+    return float(t.ppf(probability, df)) if df > 1e-9 else math.nan
 
 
 def t95(df: float) -> float:
-    """The critical value for ``df`` degrees of freedom, rounded down to a tabled one (a wider
-    interval, never a narrower one)."""
-    df += 1e-9  # a Welch-Satterthwaite df that is whole up to rounding (2.9999999999999996) counts as whole
-    if df < 1:
-        return math.nan
-    if df > 30:
-        return 1.96
-    return _T95[max(k for k in _T95 if k <= df)]
+    """The two-sided 95% critical value for ``df`` degrees of freedom (fractional: not rounded)."""
+    return t_quantile(1 - ALPHA / 2, df)
 
 
 @dataclass(frozen=True)
@@ -131,30 +134,104 @@ def _resample_counts(sentences: int, samples: int, seed: int) -> np.ndarray:
     return np.stack([np.bincount(row, minlength=sentences) for row in indices]).astype("float32")
 
 
+@dataclass(frozen=True)
+class SeedTest:
+    """Welch's test of a contrast of rows' mean scores over their seeds (a difference of two rows
+    is the contrast +1, -1): the estimate, its 95% interval, standard error, Welch-Satterthwaite
+    degrees of freedom (fractional) and the two-sided p-value of "the contrast is 0"."""
+
+    estimate: float
+    low: float
+    high: float
+    se: float
+    df: float
+    p_value: float
+
+    def minimum_detectable_effect(self) -> float:
+        """The smallest true contrast this test detects with 80% power at 5% (two-sided), from the
+        seeds at hand: ``(t(0.975, df) + t(0.80, df)) * se``."""
+        return minimum_detectable_effect(self.se, self.df)
+
+
 def seed_interval(mean: float, std: float, n: int, reference_mean: float, reference_std: float,
                   reference_n: int) -> tuple[float, float]:
     """The 95% Welch interval of ``mean - reference_mean``, each row's mean and sample standard
     deviation taken over its seeds (``n`` and ``reference_n`` of them); NaN when either row has
     fewer than 2 seeds. Welch's, not a paired test by seed number: two rows' seed 1 share a
-    seed, not a training run. The Welch-Satterthwaite degrees of freedom are rounded down."""
+    seed, not a training run. The same interval as scipy's
+    ``ttest_ind(a, b, equal_var=False).confidence_interval()``."""
     return contrast_seed_interval([(1.0, mean, std, n), (-1.0, reference_mean, reference_std, reference_n)])
 
 
 def contrast_seed_interval(terms: list[tuple[float, float, float, int]]) -> tuple[float, float]:
     """The 95% interval of ``sum(weight * mean)`` over rows given as (weight, mean of the seeds, their
+    sample standard deviation, seeds): ``welch_contrast``'s interval."""
+    test = welch_contrast(terms)
+    return test.low, test.high
+
+
+def welch_contrast(terms: list[tuple[float, float, float, int]]) -> SeedTest:
+    """Welch's test of ``sum(weight * mean)`` over rows given as (weight, mean of the seeds, their
     sample standard deviation, seeds), the rows' seeds independent training runs: the variance
-    sum(weight^2 std^2 / n) with Welch-Satterthwaite degrees of freedom, rounded down. NaN when a
+    sum(weight^2 std^2 / n) with Welch-Satterthwaite degrees of freedom, not rounded. All NaN when a
     row has fewer than 2 seeds."""
     if any(n < 2 or math.isnan(mean) or math.isnan(std) for _, mean, std, n in terms):
-        return math.nan, math.nan
+        return SeedTest(math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
     variances = [weight ** 2 * std ** 2 / n for weight, _, std, n in terms]
     estimate = sum(weight * mean for weight, mean, _, _ in terms)
     total = sum(variances)
-    if total == 0:  # every seed of every row scored the same
-        return estimate, estimate
-    df = total ** 2 / sum(v ** 2 / (n - 1) for v, (_, _, _, n) in zip(variances, terms))
-    half = t95(df) * math.sqrt(total)
-    return estimate - half, estimate + half
+    if total == 0:  # every seed of every row scored the same: no spread to test against
+        return SeedTest(estimate, estimate, estimate, 0.0, math.inf, 1.0 if estimate == 0 else 0.0)
+    df = welch_df(variances, [n for _, _, _, n in terms])
+    se = math.sqrt(total)
+    half = t95(df) * se
+    # scipy loads only when a test is computed
+    from scipy.stats import t
+
+    p_value = float(2 * t.sf(abs(estimate) / se, df))
+    return SeedTest(estimate, estimate - half, estimate + half, se, df, p_value)
+
+
+def welch_df(variances: list[float], seeds: list[int]) -> float:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances of means (each ``std^2 / n``
+    times its weight squared) estimated from ``n - 1`` degrees of freedom each."""
+    terms = [v ** 2 / (n - 1) for v, n in zip(variances, seeds) if v > 0]
+    return sum(variances) ** 2 / sum(terms) if terms else math.inf
+
+
+def minimum_detectable_effect(se: float, df: float, power: float = POWER) -> float:
+    """The smallest true effect a two-sided 5% t test with standard error ``se`` and ``df`` degrees of
+    freedom detects with probability ``power`` (the usual approximation: the noncentral t's quantile
+    read as a shifted central one)."""
+    if math.isnan(se) or math.isnan(df):
+        return math.nan
+    return (t_quantile(1 - ALPHA / 2, df) + t_quantile(power, df)) * se
+
+
+def seeds_needed(terms: list[tuple[float, float]], effect: float, most: int = 100) -> int | None:
+    """How many seeds per row would detect a true contrast of ``effect`` with 80% power at 5%, each row
+    given as (weight, sample standard deviation of its seeds) and assumed to keep that spread;
+    None when more than ``most`` would be needed (or the effect is 0)."""
+    if not effect or any(math.isnan(std) for _, std in terms):
+        return None
+    for n in range(2, most + 1):
+        variances = [weight ** 2 * std ** 2 / n for weight, std in terms]
+        se = math.sqrt(sum(variances))
+        if se == 0 or minimum_detectable_effect(se, welch_df(variances, [n] * len(terms))) <= abs(effect):
+            return n
+    return None
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjustment of a family's p-values (NaN stays NaN and is not counted):
+    reject where the adjusted p is below 5% and the family's error rate stays at 5%."""
+    ranked = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, index) in enumerate(ranked):
+        running = max(running, min(1.0, (len(ranked) - rank) * p))
+        adjusted[index] = running
+    return adjusted
 
 
 def slope_weights(xs: list[float]) -> dict[float, float]:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.errors import UserError
+from study.analysis.curves import load_progress
+from study.analysis.plateau import plateau_by_trial
 from study.analysis.speed_columns import read_speed, with_speed
 from study.analysis.tables import StudyTable, build_table
 from study.spec.expansion import expand
@@ -59,8 +61,10 @@ class StoredStudy:
     def table(self) -> StudyTable:
         """The study's own table, significance columns included (what its table.md shows)."""
         layout = self.layout
+        metric = self.spec.metrics[0]
+        plateau = plateau_by_trial(load_progress(self.directory), metric.name, metric.mode)
         table = build_table(self.records, layout.title, layout.reference, self.references, layout.row_order,
-                            layout.planned_seeds)
+                            layout.planned_seeds, plateau)
         table.rows = with_speed(table.rows, read_speed(self.directory))
         return table
 

@@ -13,9 +13,11 @@ status column and left out of the BLEU statistics; truncated seeds (cut short
 by the wall-time cap) are kept in them and flagged.
 
 A finding needs converged models, so the tables say where they are not: a
-row is marked † when a seed's best validation score came at its last epoch
-(still improving when its budget ended) and ‡ when its seeds trained for
-different amounts; the footnotes under the table name them. Exports:
+row is marked † when a seed was still improving when its training ended (the
+slope of its last validation scores significantly above 0,
+``study.analysis.plateau``; without a validation history, its best score at its
+last epoch) and ‡ when its seeds trained for different amounts; the footnotes
+under the table name them. Exports:
 Markdown (also printed), CSV, LaTeX (booktabs) and the per-trial CSV.
 """
 
@@ -29,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from nmt.fileio import write_lines
+from study.analysis.plateau import WINDOW
 from study.analysis.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, seed_interval, sentence_stats, t95
 from study.store.record_validation import read_text
 
@@ -57,7 +60,7 @@ class StudyTable:
         return latex_table(frame, self.title, footnotes(self.rows), label, compact=True)
 
 
-def trials_frame(records: list[dict]) -> pd.DataFrame:
+def trials_frame(records: list[dict], plateau: dict[str, bool | None] | None = None) -> pd.DataFrame:
     rows = []
     for r in records:
         m = r["metrics"]
@@ -66,7 +69,7 @@ def trials_frame(records: list[dict]) -> pd.DataFrame:
                      "test_chrf": m.get("test_chrf"), "params": m.get("params"),
                      "weight_matrices": m.get("weight_matrices"), "train_tokens_per_s": m.get("train_tokens_per_s"),
                      "decode_words_per_s": m.get("decode_words_per_s"), "epochs": epochs_trained(r),
-                     "best_epoch": m.get("best_epoch"), "still_improving": still_improving(r), "steps": m.get("steps"),
+                     "best_epoch": m.get("best_epoch"), "still_improving": still_improving(r, plateau), "steps": m.get("steps"),
                      "train_tokens": m.get("train_tokens"), "stop_reason": m.get("stop_reason", ""), "key": r["key"],
                      "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
     return pd.DataFrame(rows)
@@ -81,25 +84,34 @@ def epochs_trained(record: dict) -> float | None:
     return None
 
 
-def still_improving(record: dict) -> bool:
-    """A scored trial whose best validation score came at its last evaluation: its budget ended
-    while it was still getting better, so its score is not that of a converged model."""
+def still_improving(record: dict, plateau: dict[str, bool | None] | None = None) -> bool:
+    """A scored trial that was still getting better when its training ended, so its score is not
+    that of a converged model: its validation curve fails the plateau test (``plateau``: trial key
+    -> ``study.analysis.plateau.on_plateau``), or, where that cannot be judged, its best validation
+    score came at its last evaluation."""
+    if record["status"] not in SCORED:
+        return False
+    judged = (plateau or {}).get(record["key"])
+    if judged is not None:
+        return not judged
     epochs, best = epochs_trained(record), record["metrics"].get("best_epoch")
-    if record["status"] not in SCORED or not epochs or not best:
+    if not epochs or not best:
         return False
     return float(best) >= math.ceil(epochs - 1e-9)
 
 
 def build_table(records: list[dict], title: str, reference: str | None, references_text: list[str] | None,
-                row_order: list[str] | None = None, planned_seeds: dict[str, int] | None = None) -> StudyTable:
+                row_order: list[str] | None = None, planned_seeds: dict[str, int] | None = None,
+                plateau: dict[str, bool | None] | None = None) -> StudyTable:
     """One row per configuration: BLEU over the finished seeds, its intervals, and Δ, the paired bootstrap
     and the seed interval against ``reference``. ``planned_seeds`` (label -> trials the study will run)
-    counts the trials a half-finished study has not started yet in each row's n."""
-    trials = trials_frame(records)
+    counts the trials a half-finished study has not started yet in each row's n; ``plateau`` (trial key
+    -> on a plateau) marks the rows still improving."""
+    trials = trials_frame(records, plateau)
     labels = row_order or list(dict.fromkeys(r["label"] for r in sorted(records, key=lambda r: (r["row"], r["label"]))))
     by_label = {label: [r for r in records if r["label"] == label] for label in labels}
     reference_records = by_label.get(reference, []) if reference else []
-    rows = [_aggregate(label, by_label.get(label, []), (planned_seeds or {}).get(label, 0)) for label in labels]
+    rows = [_aggregate(label, by_label.get(label, []), (planned_seeds or {}).get(label, 0), plateau) for label in labels]
     reference_row = next((row for row in rows if row["label"] == reference), None)
     reference_mean = reference_row["bleu_mean"] if reference_row is not None else math.nan
     stats_cache: dict[str, np.ndarray | None] = {}
@@ -126,7 +138,7 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
     return StudyTable(title, frame, trials, reference)
 
 
-def _aggregate(label: str, group: list[dict], planned: int = 0) -> dict:
+def _aggregate(label: str, group: list[dict], planned: int = 0, plateau: dict[str, bool | None] | None = None) -> dict:
     counts = {status: sum(r["status"] == status for r in group) for status in STATUSES}
     ok = [r for r in group if r["status"] in SCORED and r["metrics"].get("test_bleu") is not None]
     bleu = [float(r["metrics"]["test_bleu"]) for r in ok]
@@ -148,7 +160,7 @@ def _aggregate(label: str, group: list[dict], planned: int = 0) -> dict:
         "label": label, "bleu_mean": mean, "bleu_std": std, "n": n, "ci_low": mean - half, "ci_high": mean + half,
         "epochs_min": min(epochs, default=math.nan), "epochs_max": max(epochs, default=math.nan),
         "best_epoch_min": min(best, default=math.nan), "best_epoch_max": max(best, default=math.nan),
-        "still_improving": sum(still_improving(r) for r in ok), "uneven_epochs": len(set(epochs)) > 1,
+        "still_improving": sum(still_improving(r, plateau) for r in ok), "uneven_epochs": len(set(epochs)) > 1,
         "valid_bleu": mean_of("valid_bleu", ok or measured), "chrf": mean_of("test_chrf", ok),
         "params": int(first["metrics"]["params"]) if first else None,
         "weight_matrices": int(first["metrics"]["weight_matrices"]) if first and first["metrics"].get("weight_matrices") else None,
@@ -293,9 +305,9 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
     notes = []
     if marked["improving"]:
         seeds = ", ".join(f"{r['label']} ({r['still_improving']}/{r['n']} seeds)" for r in marked["improving"])
-        notes.append(f"{STILL_IMPROVING} still improving when its budget ended (best validation score at the last "
-                     f"epoch): {seeds}. Not a converged result: give it more epochs or use early "
-                     "stopping (budget.patience).")
+        notes.append(f"{STILL_IMPROVING} still improving when its training ended (the slope of its last {WINDOW} "
+                     f"validation scores significantly above 0, or without them its best score at its last epoch): "
+                     f"{seeds}. Not a converged result: train it longer (budget.epochs, budget.patience).")
     if marked["uneven"]:  # a scored seed is ok (its budget or early stopping ended it) or truncated
         cause = "early stopping or the wall-time cap" if any(r["truncated"] for r in marked["uneven"]) else "early stopping"
         notes.append(f"{UNEVEN} seeds trained for different numbers of epochs ({cause}): {_labels(marked['uneven'])}.")
@@ -319,9 +331,10 @@ def warnings(rows: pd.DataFrame) -> list[str]:
     marked = marked_rows(rows)
     lines = []
     if marked["improving"]:
-        lines.append(f"{len(marked['improving'])} of {len(rows)} rows were still improving when their budget ended "
-                     f"(best validation score at the last epoch): {_labels(marked['improving'])}. Their scores are "
-                     "not those of converged models; raise budget.epochs or use early stopping (budget.patience).")
+        lines.append(f"{len(marked['improving'])} of {len(rows)} rows were still improving when their training ended "
+                     f"(the slope of the last {WINDOW} validation scores significantly above 0, or the best score at the "
+                     f"last epoch): {_labels(marked['improving'])}. Their scores are not those of converged models; "
+                     "train longer (budget.epochs, budget.patience).")
     if marked["truncated"]:
         lines.append(f"cut short by the wall-time cap (budget.minutes), status truncated: "
                      f"{_labels(marked['truncated'])}. How far they trained depends on the machine's speed; rerun "

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from study.analysis.additivity import ablation_additivity, removed_components
 from study.analysis.significance import contrast_bootstrap_stats, contrast_seed_interval, sentence_stats
@@ -66,8 +67,8 @@ def test_the_seed_interval_is_the_welch_interval_of_the_four_row_contrast(study,
     terms = [(1.0, "- LN & MA"), (-1.0, "- LayerNorm"), (-1.0, "- Multi Attention"), (1.0, "SR-NMT 4L")]
     variances = [own.loc[label, "bleu_std"] ** 2 / 2 for _, label in terms]
     df = sum(variances) ** 2 / sum(v ** 2 for v in variances)  # 2 seeds a row: 1 degree of freedom each
-    assert 1 <= df < 2  # rounded down to 1: t = 12.706
-    half = 12.706 * math.sqrt(sum(variances))
+    assert 1 <= df < 2  # fractional, as in scipy and R: the t quantile of exactly this df
+    half = stats.t.ppf(0.975, df) * math.sqrt(sum(variances))
     row = additivity.rows.set_index("label").loc["- LN & MA"]
     assert (row["seeds_ci_low"], row["seeds_ci_high"]) == pytest.approx((row["departure"] - half,
                                                                          row["departure"] + half))
@@ -209,17 +210,18 @@ def test_study_table_writes_and_prints_it(tmp_path, capsys):
 
 
 def test_contrast_seed_interval_is_welch_satterthwaite():
-    # two rows: variances 4/3 and 9/2, df = (4/3 + 9/2)^2 / ((4/3)^2 / 2 + (9/2)^2 / 1) = 1.61, so t = 12.706
+    # two rows: variances 4/3 and 9/2, df = (4/3 + 9/2)^2 / ((4/3)^2 / 2 + (9/2)^2 / 1) = 1.61, not rounded
     low, high = contrast_seed_interval([(1.0, 22.0, 2.0, 3), (-1.0, 10.0, 3.0, 2)])
-    half = 12.706 * math.sqrt(4 / 3 + 9 / 2)
+    df = (4 / 3 + 9 / 2) ** 2 / ((4 / 3) ** 2 / 2 + (9 / 2) ** 2 / 1)
+    half = stats.t.ppf(0.975, df) * math.sqrt(4 / 3 + 9 / 2)
     assert (low, high) == pytest.approx((12.0 - half, 12.0 + half))
-    # three rows of equal variance and 2 seeds: df is 3 up to rounding, and counts as 3 (t = 3.182, not 4.303)
+    # three rows of equal variance and 2 seeds: df 3
     low, high = contrast_seed_interval([(1.0, 5.0, 0.1, 2), (-1.0, 4.0, 0.1, 2), (-1.0, 3.0, 0.1, 2)])
-    assert high - (-2.0) == pytest.approx(3.182 * math.sqrt(3 * 0.01 / 2))
+    assert high - (-2.0) == pytest.approx(stats.t.ppf(0.975, 3) * math.sqrt(3 * 0.01 / 2))
     assert all(math.isnan(v) for v in contrast_seed_interval([(1.0, 22.0, 2.0, 3), (2.0, 10.0, 1.0, 1)]))
     # a weight counts twice over in the variance: 2 * a row of std 1 over 4 seeds has variance 4 / 4
     low, high = contrast_seed_interval([(2.0, 5.0, 1.0, 4), (-1.0, 1.0, 0.0, 3)])
-    assert (low + high) / 2 == pytest.approx(9.0) and high - 9.0 == pytest.approx(3.182 * 1.0)
+    assert (low + high) / 2 == pytest.approx(9.0) and high - 9.0 == pytest.approx(stats.t.ppf(0.975, 3) * 1.0)
 
 
 def test_contrast_bootstrap_draws_the_same_sentences_for_every_system():

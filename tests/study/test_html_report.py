@@ -70,7 +70,7 @@ def test_the_report_shows_every_row_of_the_table_with_its_cells(report, study):
         assert len(shown_row) == len(stored_row)
         assert all(same_cell(a, b) for a, b in zip(shown_row, stored_row)), (shown_row, stored_row)
     assert '<tr class="reference"><td>SR-NMT 4L</td>' in report
-    assert "still improving when its budget ended" in report  # the table's footnote
+    assert "still improving when its training ended" in report  # the table's footnote
 
 
 def test_every_figure_is_embedded_as_a_png_and_nothing_is_linked(report, study):

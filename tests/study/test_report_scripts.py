@@ -36,7 +36,8 @@ def test_the_commands_and_usage_lines_name_the_scripts_where_they_are():
     for script, output in run:
         assert (ROOT / script).parent == SCRIPTS and (ROOT / script).is_file(), script
         assert (ROOT / output).parent == ANALYSIS and (ROOT / output).is_file(), output
-    assert {Path(script).stem for script, _ in run} == {path.stem for path in SCRIPTS.glob("*.py")}
+    # report_tables.py writes results/REPORT.md's generated tables, not an analysis file (tested below)
+    assert {Path(script).stem for script, _ in run} == {path.stem for path in SCRIPTS.glob("*.py")} - {"report_tables"}
     assert not (SCRIPTS / "__init__.py").exists()
     for path in SCRIPTS.glob("*.py"):
         usage = re.findall(r"^ +python (\S+\.py)", path.read_text(encoding="utf-8"), re.M)
@@ -128,10 +129,9 @@ def test_depth_trend_slope_and_pooled_interval_are_least_squares(depths):
     residuals = np.concatenate([trials[d] - trials[d].mean() for d in depths])
     df = len(y) - len(depths)
     half = stats.t.ppf(0.975, df) * math.sqrt(residuals @ residuals / df * sum(w * w for w in weights.values()) / seeds)
-    # t95 rounds the degrees of freedom down to a tabled value (quantiles to 3 decimals): never
-    # narrower than the exact interval but by that rounding, at most a little wider
+    # t95 is the exact quantile of the pooled degrees of freedom: scipy's interval
     assert slope - low == pytest.approx(high - slope)
-    assert 0.9995 < (high - low) / (2 * half) < 1.02
+    assert (high - low) / (2 * half) == pytest.approx(1.0, abs=1e-9)
 
 
 def test_joint_bootstrap_resamples_the_report_s_contrasts_of_more_than_two_rows():
@@ -180,3 +180,29 @@ def test_depth_trend_rejects_a_bad_range_in_one_line(bad, capsys):
     assert run_main(_script("depth_trend").main, ["--ranges", bad]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: --ranges {bad}:") and err.count("\n") == 1
+
+
+def test_the_report_s_claims_tables_are_the_ones_study_table_wrote():
+    """Every claims table in REPORT.md is its study's claims.md as committed, so a verdict cannot go stale;
+    an edited verdict or a claims file that changed is caught."""
+    report_tables = _script("report_tables")
+    report = (ROOT / "results" / "REPORT.md").read_text(encoding="utf-8")
+    assert report_tables.refresh(report) == report, "run python scripts/report_tables.py"
+    assert len(report.splitlines()) <= 400
+    blocks = report_tables.BLOCK.findall(report)
+    studies = [match[2] for match in blocks if match[1] == "claims"]
+    assert {"ablation_srnmt_m30k", "context_gates_m30k", "depth_srnmt_m30k", "fsmn_m30k"} <= set(studies)
+    for study in studies:
+        claims = (RESULTS / study / "claims.md").read_text(encoding="utf-8")
+        table = [line for line in claims.splitlines() if line.startswith("|")]
+        assert "\n".join(table) in report
+    edited = report.replace("| not reproduced ", "| reproduced     ", 1)
+    assert edited != report and report_tables.refresh(edited) == report
+
+
+def test_the_report_script_checks_without_writing(capsys):
+    report_tables = _script("report_tables")
+    before = (ROOT / "results" / "REPORT.md").read_bytes()
+    assert report_tables.main(["--check"]) == 0
+    assert (ROOT / "results" / "REPORT.md").read_bytes() == before
+    assert "up to date" in capsys.readouterr().out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -49,31 +50,69 @@ def test_lines_must_align(references):
         paired_bootstrap(references[:-1], references, references)
 
 
-def test_seed_interval_is_welchs_interval_over_the_seeds():
+def test_seed_interval_is_scipys_welch_interval_with_fractional_df():
     import math
     import statistics
 
     from scipy import stats
 
-    from study.analysis.significance import seed_interval
+    from study.analysis.significance import seed_interval, welch_contrast
 
-    def interval(ours, theirs):
-        return seed_interval(statistics.mean(ours), statistics.stdev(ours), len(ours),
-                             statistics.mean(theirs), statistics.stdev(theirs), len(theirs))
-
-    # equal spreads and seed counts: 4 degrees of freedom, a tabled value, so scipy's interval exactly
-    ours, theirs = [20.0, 22.0, 24.0], [10.0, 12.0, 14.0]
-    welch = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
-    assert interval(ours, theirs) == pytest.approx((welch.low, welch.high), abs=2e-3)
-    assert interval(ours, theirs) == pytest.approx((10 - 2.776 * math.sqrt(8 / 3), 10 + 2.776 * math.sqrt(8 / 3)))
-    # unequal spreads: about 2.16 degrees of freedom, rounded down to 2, so a little wider than scipy's
-    ours, theirs = [20.0, 22.0, 24.0], [10.0, 13.0]
-    low, high = interval(ours, theirs)
-    welch = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
-    assert low < welch.low < welch.high < high
-    assert (low + high) / 2 == pytest.approx(10.5)
-    assert high - 10.5 == pytest.approx(4.303 * math.sqrt(4 / 3 + 4.5 / 2))
+    rng = random.Random(7)
+    for n_ours, n_theirs in [(3, 3), (3, 2), (2, 5), (4, 3), (10, 6)]:
+        for _ in range(5):
+            ours = [rng.gauss(30, rng.uniform(0.1, 3)) for _ in range(n_ours)]
+            theirs = [rng.gauss(29, rng.uniform(0.1, 3)) for _ in range(n_theirs)]
+            scipy_test = stats.ttest_ind(ours, theirs, equal_var=False)
+            welch = scipy_test.confidence_interval(0.95)
+            args = (statistics.mean(ours), statistics.stdev(ours), n_ours,
+                    statistics.mean(theirs), statistics.stdev(theirs), n_theirs)
+            assert seed_interval(*args) == pytest.approx((welch.low, welch.high), abs=1e-6)
+            test = welch_contrast([(1.0, args[0], args[1], n_ours), (-1.0, args[3], args[4], n_theirs)])
+            assert test.p_value == pytest.approx(scipy_test.pvalue, abs=1e-9)
+            assert test.df == pytest.approx(scipy_test.df, abs=1e-9)
     # one seed has no spread to measure; seeds that all scored the same leave only the difference
     assert all(math.isnan(v) for v in seed_interval(22.0, 2.0, 3, 10.0, 0.0, 1))
     assert all(math.isnan(v) for v in seed_interval(22.0, math.nan, 3, 10.0, 1.0, 3))
     assert seed_interval(22.0, 0.0, 2, 10.0, 0.0, 3) == (12.0, 12.0)
+
+
+def test_minimum_detectable_effect_has_80_percent_power():
+    """Simulated: Welch's test at 5% detects a true difference of the MDE about 80% of the time."""
+    import numpy as np
+    from scipy import stats
+
+    from study.analysis.significance import minimum_detectable_effect, welch_df
+
+    sd, n = 1.0, 5
+    variances = [sd ** 2 / n, sd ** 2 / n]
+    effect = minimum_detectable_effect(math.sqrt(sum(variances)), welch_df(variances, [n, n]))
+    rng = np.random.default_rng(3)
+    a = rng.normal(effect, sd, size=(4000, n))
+    b = rng.normal(0.0, sd, size=(4000, n))
+    detected = np.mean(stats.ttest_ind(a, b, axis=1, equal_var=False).pvalue < 0.05)
+    assert 0.74 < detected < 0.86
+
+
+def test_seeds_needed_grows_as_the_effect_shrinks():
+    from study.analysis.significance import minimum_detectable_effect, seeds_needed, welch_df
+
+    terms = [(1.0, 1.0), (-1.0, 1.0)]
+    needed = [seeds_needed(terms, effect) for effect in (4.0, 2.0, 1.0, 0.5)]
+    assert needed == sorted(needed) and needed[0] < needed[-1]
+    n = needed[2]  # the first n whose MDE reaches the effect
+    for seeds, inside in ((n, True), (n - 1, False)):
+        variances = [1.0 / seeds, 1.0 / seeds]
+        mde = minimum_detectable_effect(math.sqrt(sum(variances)), welch_df(variances, [seeds, seeds]))
+        assert (mde <= 1.0) is inside
+    assert seeds_needed(terms, 0.001) is None and seeds_needed(terms, 0.0) is None
+
+
+def test_holm_adjustment():
+    from study.analysis.significance import holm
+
+    # sorted p 0.01, 0.02, 0.04 times 3, 2, 1, made monotone; NaN stays out of the family
+    adjusted = holm([0.04, 0.01, math.nan, 0.02])
+    assert adjusted[0] == pytest.approx(0.04) and adjusted[1] == pytest.approx(0.03)
+    assert adjusted[3] == pytest.approx(0.04) and math.isnan(adjusted[2])
+    assert holm([0.5, 0.6]) == [pytest.approx(1.0), pytest.approx(1.0)]

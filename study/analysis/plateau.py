@@ -1,0 +1,72 @@
+"""Was a trial trained to a plateau? A test on its validation curve, not on where its best epoch fell.
+
+Early stopping with patience p ends a trial p epochs after its best one, so "the best epoch came
+before the last" holds by construction and says nothing about convergence. This test asks the
+curve instead: over the last ``WINDOW`` validation scores (the study's metric, oriented so that
+higher is better), is the least-squares slope significantly above 0? A one-sided t test on the
+slope at 5%, with ``WINDOW - 2`` degrees of freedom:
+
+    slope b = sum (x - mean x)(y - mean y) / sum (x - mean x)^2,
+    se(b)   = sqrt(sum residual^2 / (k - 2) / sum (x - mean x)^2),
+    on a plateau  <=>  P(T_{k-2} > b / se(b)) >= 0.05.
+
+A trial that passes is *converged* in the tables and the claims; one that fails was *trained to
+early stopping* (or to its budget) while its scores still rose. A trial with fewer than
+``MIN_EPOCHS`` scores cannot be judged (None): the tables then fall back to the best-epoch rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+WINDOW = 10  # the last validation scores the slope is fitted to
+MIN_EPOCHS = 5  # fewer scores than this: no test
+ALPHA = 0.05  # one-sided
+
+
+def slope_test(scores: list[float]) -> tuple[float, float]:
+    """The least-squares slope of the last ``WINDOW`` scores and the one-sided p-value of "the slope
+    is above 0"; (NaN, NaN) with fewer than ``MIN_EPOCHS`` scores."""
+    tail = [float(s) for s in scores if s is not None and math.isfinite(float(s))][-WINDOW:]
+    k = len(tail)
+    if k < MIN_EPOCHS:
+        return math.nan, math.nan
+    xs = range(k)
+    x_mean, y_mean = (k - 1) / 2, sum(tail) / k
+    sxx = sum((x - x_mean) ** 2 for x in xs)
+    slope = sum((x - x_mean) * (y - y_mean) for x, y in zip(xs, tail)) / sxx
+    residual = sum((y - y_mean - slope * (x - x_mean)) ** 2 for x, y in zip(xs, tail))
+    se = math.sqrt(residual / (k - 2) / sxx)
+    if se == 0:  # the scores lie on a line: rising is significant, flat or falling is not
+        return slope, 0.0 if slope > 0 else 1.0
+    # scipy (a dependency of MLflow as well as ours) loads only when a curve is tested
+    from scipy.stats import t
+
+    return slope, float(t.sf(slope / se, k - 2))
+
+
+def on_plateau(scores: list[float]) -> bool | None:
+    """True when the last ``WINDOW`` scores do not rise significantly, None when there are too few."""
+    _, p_value = slope_test(scores)
+    return None if math.isnan(p_value) else p_value >= ALPHA
+
+
+def plateau_by_trial(progress: pd.DataFrame | None, metric: str = "valid_bleu", mode: str = "max") -> dict[str, bool | None]:
+    """Each trial key in a study's ``progress.csv`` -> ``on_plateau`` of its validation curve in
+    ``metric`` (``mode`` "min": a falling score is the improving one). Empty without progress."""
+    if progress is None or not len(progress) or metric not in progress.columns:
+        return {}
+    sign = -1.0 if mode == "min" else 1.0
+    out = {}
+    for key, curve in progress.sort_values("epoch").groupby("key", sort=False):
+        scores = [sign * float(v) for v in pd.to_numeric(curve[metric], errors="coerce") if not pd.isna(v)]
+        out[str(key)] = on_plateau(scores)
+    return out
+
+
+def rule_text() -> str:
+    """The rule in one sentence, for the notes under tables and claims."""
+    return (f"on a plateau: the least-squares slope of a trial's last {WINDOW} validation scores is not significantly "
+            f"above 0 (one-sided t test, {ALPHA:.0%})")
