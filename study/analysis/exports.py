@@ -3,6 +3,7 @@ produced them."""
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,11 +11,14 @@ from pathlib import Path
 
 from nmt.config import config_from_dict, model_option
 from nmt.errors import UserError
-from nmt.fileio import write_lines
+from nmt.fileio import write_json, write_lines
+from nmt.typed_config import read_yaml
 from study.analysis import plots
 from study.analysis.additivity import ablation_additivity, export_additivity
+from study.analysis.claims import claims_table, export_claims
 from study.analysis.curves import CURVES_FILE, curves_plot, load_progress, save_progress
 from study.analysis.html_report import write_html_report
+from study.analysis.plateau import plateau_by_trial
 from study.analysis.speed_columns import read_speed, with_speed
 from study.analysis.stored_study import table_layout
 from study.analysis.tables import StudyTable, build_table, export
@@ -22,10 +26,10 @@ from study.analysis.tables import warnings as table_warnings
 from study.spec.expansion import expand, varied_keys
 from study.spec.labels import axis_name, display_value
 from study.spec.loading import spec_from_dict, study_path
-from study.spec.model import StudySpec, checked_study_name
+from study.spec.model import READING_KEYS, StudySpec, checked_study_name
 from study.store.ownership import check_real_tree, owned_path
 from study.store.records import experiment_dir, load_records, load_saved_records, save_records
-from study.store.study_state import command_history, left_out_note, read_references, read_study_state, study_trials
+from study.store.study_state import STATE_FILE, command_history, left_out_note, read_references, read_study_state, study_trials
 
 
 def write_command(study_dir: Path, commands: list[str]) -> None:
@@ -48,7 +52,9 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
     layout = table_layout(spec)
     title = layout.title
-    table = build_table(records, title, layout.reference, references, layout.row_order, layout.planned_seeds)
+    metric = spec.metrics[0]
+    plateau = plateau_by_trial(progress, metric.name, metric.mode)
+    table = build_table(records, title, layout.reference, references, layout.row_order, layout.planned_seeds, plateau)
     table.rows = with_speed(table.rows, read_speed(study_dir))
     if left_out:
         table.rows.attrs["left_out_note"] = left_out_note(left_out)
@@ -56,6 +62,9 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     additivity = ablation_additivity(spec, table, records, references)
     if additivity is not None:
         outputs += export_additivity(additivity, study_dir)
+    claims = claims_table(spec.fields.claims, title, table, records, references) if spec.fields.claims else None
+    if claims is not None:
+        outputs += export_claims(claims, study_dir)
     if len(table.rows):
         outputs += plots.bar_plot(table.rows, title, study_dir / "bleu.png", table.trials, table.reference)
         outputs += plots.speed_plot(table.rows, title, study_dir / "bleu_vs_speed.png")
@@ -70,13 +79,13 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     if progress is not None:
         status = {record["key"]: record["status"] for record in records}
         outputs += curves_plot(progress, list(table.rows["label"]), status, title, study_dir / CURVES_FILE)
-    outputs.append(write_html_report(study_dir, table, additivity))  # last: it embeds the figures above
+    outputs.append(write_html_report(study_dir, table, additivity, claims))  # last: it embeds the figures above
     return outputs, table
 
 
 def printed_tables(study_dir: Path, outputs: list[Path]) -> str:
-    """What a run or a rebuild prints: table.md, then the additivity table where it wrote one."""
-    shown = [study_dir / "table.md", study_dir / "additivity.md"]
+    """What a run or a rebuild prints: table.md, then the additivity and claims tables where it wrote them."""
+    shown = [study_dir / "table.md", study_dir / "additivity.md", study_dir / "claims.md"]
     return "\n".join(path.read_text(encoding="utf-8") for path in shown if path in outputs)
 
 
@@ -123,6 +132,29 @@ def _lookup(tree: dict, dotted: str):
         return found[1]
 
 
+def adopt_reading_keys(state: dict, study_file: Path, study_dir: Path, say: Callable[[str], None]) -> dict:
+    """The stored study with the claims, description and table title of ``study_file`` (``READING_KEYS``:
+    they change how the results are read, never which trials ran), written back to study.json when
+    they differ, so that a rebuild by name reads them too."""
+    tree = read_yaml(study_file)
+    spec_from_dict(tree, str(study_file), expected_name=study_dir.name)  # the file must be a valid study, claims included
+    stored = copy.deepcopy(state["spec"])
+    for dotted in READING_KEYS:
+        section, _, key = dotted.partition(".")
+        source, target = (tree.get(section), stored.setdefault(section, {})) if key else (tree, stored)
+        name = key or section
+        if isinstance(source, dict) and name in source:
+            target[name] = source[name]
+        elif isinstance(target, dict):
+            target.pop(name, None)
+    if stored == state["spec"]:
+        return state
+    state = {**state, "spec": stored}
+    write_json(study_dir / STATE_FILE, state)
+    say(f"took the claims, description and table title from {study_file} into {study_dir / STATE_FILE}")
+    return state
+
+
 @dataclass
 class RebuiltExports:
     """What ``rebuild_exports`` wrote: the files, the study's table, and the tables as printed."""
@@ -139,7 +171,8 @@ def rebuild_exports(results: Path, name: str, say: Callable[[str], None] = print
     training: from the trial store where it exists (a local run), else from the trial records kept
     beside the tables (committed reference results). ``name`` may be the study's ``.yaml`` file."""
     root = results.resolve()
-    name = study_path(name).stem if name.endswith((".yaml", ".yml")) else name
+    study_file = study_path(name) if name.endswith((".yaml", ".yml")) else None
+    name = study_file.stem if study_file is not None else name
     checked_study_name(name)
     study_dir = owned_path(root, root / name, "study directory")
     check_real_tree(study_dir, "study directory")
@@ -152,6 +185,8 @@ def rebuild_exports(results: Path, name: str, say: Callable[[str], None] = print
                             f"what finished")
         raise UserError(f"study {name}: no stored results in {root}; run python -m study.run {name} first")
     state = read_study_state(study_dir)
+    if study_file is not None:
+        state = adopt_reading_keys(state, study_file, study_dir, say)
     spec = spec_from_dict(state["spec"], source=f"{study_dir / 'study.json'}")
     if experiment_dir(root, name).is_dir():  # the trial store of a local run is the source of truth
         records = load_records(root, name)

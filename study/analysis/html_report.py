@@ -26,6 +26,7 @@ import yaml
 from nmt.errors import UserError
 from nmt.fileio import write_lines
 from study.analysis.additivity import Additivity, ablation_additivity, has_additivity
+from study.analysis.claims import ClaimsTable, claims_table
 from study.analysis.stored_study import load_stored_study
 from study.analysis.tables import StudyTable, display_frame, footnotes
 from study.spec.loading import spec_from_dict
@@ -68,7 +69,7 @@ LEGEND = ("BLEU, ± std: test BLEU (sacreBLEU) mean and standard deviation over 
           "over seeds. Δ CI (seeds): Welch interval of Δ over the two rows' seeds (another training run). "
           "Δ CI (bootstrap) and p: paired bootstrap against the reference row over test sentences "
           "(1000 resamples, the seeds' translations concatenated) - test-set noise only, not seed variation. "
-          "n: seeds that finished / seeds run. † still improving at its last epoch, ‡ seeds trained for "
+          "n: seeds that finished / seeds run. † still improving when its training ended, ‡ seeds trained for "
           "different numbers of epochs.")
 
 
@@ -177,7 +178,8 @@ def environment(state: dict) -> str:
 
 
 
-def render_report(study_dir: Path, state: dict, table: StudyTable, additivity: Additivity | None = None) -> str:
+def render_report(study_dir: Path, state: dict, table: StudyTable, additivity: Additivity | None = None,
+                  claims: ClaimsTable | None = None) -> str:
     name = state.get("study") or study_dir.name
     description = (state.get("spec") or {}).get("description", "")
     data = state.get("data")
@@ -195,6 +197,7 @@ def render_report(study_dir: Path, state: dict, table: StudyTable, additivity: A
         "<h2>Results</h2>",
         results_table(table),
         additivity_table(additivity) if additivity is not None else "",
+        html_table(claims.frame(), claims.title, claims.notes()) if claims is not None else "",
         "<h2>Figures</h2>",
         figures(study_dir),
         "<h2>Configuration</h2>",
@@ -212,10 +215,11 @@ def render_report(study_dir: Path, state: dict, table: StudyTable, additivity: A
 
 
 
-def write_html_report(study_dir: Path, table: StudyTable | None = None, additivity: Additivity | None = None) -> Path:
-    """``<study_dir>/report.html``. ``table`` (and an ablation's ``additivity``) are the study's tables
-    when the caller has just built them (study.analysis.exports); what is not given is rebuilt from the
-    stored trial records."""
+def write_html_report(study_dir: Path, table: StudyTable | None = None, additivity: Additivity | None = None,
+                      claims: ClaimsTable | None = None) -> Path:
+    """``<study_dir>/report.html``. ``table`` (and an ablation's ``additivity``, the declared ``claims``) are
+    the study's tables when the caller has just built them (study.analysis.exports); what is not given is
+    rebuilt from the stored trial records."""
     study_dir = Path(study_dir)
     state = read_study_state(study_dir)
     stored = load_stored_study(study_dir) if table is None else None
@@ -224,8 +228,11 @@ def write_html_report(study_dir: Path, table: StudyTable | None = None, additivi
     if additivity is None and has_additivity(spec):
         stored = stored or load_stored_study(study_dir)
         additivity = ablation_additivity(stored.spec, table, stored.records, stored.references)
+    if claims is None and spec.fields.claims:
+        stored = stored or load_stored_study(study_dir)
+        claims = claims_table(spec.fields.claims, table.title, table, stored.records, stored.references)
     path = study_dir / REPORT_FILE
-    write_lines(path, render_report(study_dir, state, table, additivity).splitlines())
+    write_lines(path, render_report(study_dir, state, table, additivity, claims).splitlines())
     return path
 
 

@@ -23,7 +23,7 @@ DEFAULT_PLACES = (Path("results"), Path("results") / "smoke", Path("results") / 
 
 
 
-REFERENCE_FOLDER = "multi30k"  # search_spaces/multi30k/: the study files of the converged reference runs
+REFERENCE_FOLDER = "multi30k"  # search_spaces/multi30k/: the study files of the reference runs
 
 
 
@@ -42,7 +42,7 @@ def list_studies(places: list[Path] | None = None) -> list[str]:
     results exist in ``places`` and what each reproduces, as printed lines."""
     places = places or list(DEFAULT_PLACES)
     studies = [(name, name) for name in builtin_studies()]
-    # the converged reference studies ship as files run by path; listed by it, after the built-ins
+    # the reference studies ship as files run by path; listed by it, after the built-ins
     studies += [(f"{REFERENCE_FOLDER}/{path.stem}", str(path))
                 for path in sorted((SPACES_DIR / REFERENCE_FOLDER).glob("*.yaml"))]
     rows = [("study", "kind", "trials", "budget per trial", "results", "description")]
@@ -54,7 +54,7 @@ def list_studies(places: list[Path] | None = None) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
     lines = ["  ".join(f"{cell:<{width}}" for cell, width in zip(row, widths)) + "  " + row[5] for row in rows]
     return lines + [f"\nrun one with: python -m study.run NAME  (--dry-run estimates its time first; --smoke is a "
-                    f"2-minute check)\n{REFERENCE_FOLDER}/NAME: the converged reference runs on Multi30k, from the "
+                    f"2-minute check)\n{REFERENCE_FOLDER}/NAME: the reference runs on Multi30k, from the "
                     f"repository root: python -m study.run search_spaces/{REFERENCE_FOLDER}/NAME.yaml --results "
                     f"results/reference (hours each; --resume continues one; study.table and --reuse-from take the "
                     f"bare NAME)\nrebuild a table with: python -m study.table NAME [--results DIR]\n"

@@ -11,6 +11,7 @@ from pathlib import Path
 from nmt.config import config_from_dict
 from nmt.errors import ConfigError
 from nmt.typed_config import apply_overrides, build_dataclass, parse_override, read_yaml, suggest
+from study.spec.claims import parse_claims
 from study.spec.expansion import expand, shrink_for_smoke
 from study.spec.model import MAX_TRIALS, NMT_SECTIONS, SPACES_DIR, MetricSpec, StudyFields, StudySpec, Trial
 from study.spec.validation import validate_spec
@@ -99,7 +100,11 @@ def spec_from_dict(tree: dict, source: str, expected_name: str | None = None,
     raw_metric = tree.get("metric")
     if isinstance(raw_metric, list):  # typed checking handles one MetricSpec; lists are checked item by item
         tree.pop("metric")
+    raw_claims = tree.pop("claims", None)  # a list of sections: checked item by item
     fields = build_dataclass(StudyFields, tree, source, prefix="", explicit=set())
+    fields.claims = parse_claims(raw_claims, source)
+    if raw_claims is not None:
+        tree["claims"] = raw_claims
     if isinstance(raw_metric, list):
         fields.metric = [build_dataclass(MetricSpec, m if isinstance(m, dict) else {"name": m}, source,
                                          prefix=f"metric[{i}].", explicit=set()) for i, m in enumerate(raw_metric)]

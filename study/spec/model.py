@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from nmt.errors import UserError
+from study.spec.claims import ClaimSpec
 
 
 def builtin_studies_dir() -> Path:
@@ -169,6 +170,24 @@ class StudyFields:
     resources: ResourcesSpec = field(default_factory=ResourcesSpec)
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     table: TableSpec = field(default_factory=TableSpec)
+    claims: list[ClaimSpec] = field(default_factory=list)  # typed by study.spec.claims.parse_claims
+
+
+
+# keys that say how a study is read, not what it trains: --resume ignores changes to them, and
+# study.table STUDY_FILE takes them from the file (claims added or refined, a title corrected)
+READING_KEYS = ("claims", "description", "table.title")
+
+
+def trained_part(tree: dict) -> dict:
+    """A study tree without the keys that only say how it is read (``READING_KEYS``: claims, the
+    description, the table's title), which may change between runs of one study."""
+    out = {key: value for key, value in tree.items() if key not in READING_KEYS}
+    for dotted in READING_KEYS:
+        section, _, key = dotted.partition(".")
+        if key and isinstance(out.get(section), dict):
+            out[section] = {k: v for k, v in out[section].items() if k != key}
+    return out
 
 
 
@@ -217,7 +236,7 @@ class StudySpec:
 
     @property
     def fingerprint(self) -> str:
-        return hashlib.sha256(json.dumps(self.tree, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(trained_part(self.tree), sort_keys=True, default=str).encode()).hexdigest()[:16]
 
     def base_tree(self) -> dict:
         """The NMT config tree shared by every trial (budget applied)."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 from nmt.config import TrainConfig, config_from_dict
 from nmt.errors import ConfigError
 from nmt.typed_config import apply_overrides, suggest
-from study.spec.expansion import count_trials, varied_keys
+from study.spec.claims import validate_claims
+from study.spec.expansion import count_trials, expand, varied_keys
 from study.spec.model import EPOCH_METRICS, FINAL_METRICS, NMT_SECTIONS, RESERVED_NAMES, STUDY_NAME, StudySpec
 
 
@@ -26,6 +27,10 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
         _validate_search(spec, fail)
     _validate_table(spec, fail)
     _check_size(spec, fail)
+    if spec.fields.claims:
+        # the rows a claim may name are the expanded study's labels
+        labels = list(dict.fromkeys(trial.label for trial in expand(spec)))
+        validate_claims(spec.fields.claims, labels, spec.fields.table.reference, spec.kind, source)
 
 
 def _validate_identity(spec: StudySpec, expected_name: str | None, fail) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nmt.errors import UserError
 from nmt.typed_config import tree_changes
-from study.spec.model import SPACES_DIR, StudySpec, Trial
+from study.spec.model import SPACES_DIR, StudySpec, Trial, trained_part
 from study.spec.options import RunOptions
 from study.spec.portable import portable_tree
 from study.store.longer_budget import RAISABLE_BUDGETS, budget_grew
@@ -35,7 +35,7 @@ def check_resumable_changes(spec: StudySpec, opts: RunOptions, state: dict | Non
     # compared as any machine sees them: data files by content and base name, no cache
     # directory (a clone elsewhere with the corpus at another path continues the study)
     before = state.get("portable_request") or portable_tree(state.get("request", {}))
-    changes = tree_changes(before, portable_tree(spec.tree))
+    changes = tree_changes(trained_part(before), trained_part(portable_tree(spec.tree)))
     if opts.extend:
         check_extension_changes(spec, state, changes)
     elif changes:

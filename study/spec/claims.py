@@ -1,0 +1,200 @@
+"""The ``claims:`` section of a study file: what a paper says about the study's rows, declared
+before the results so that the platform, not the reader, turns the results into verdicts
+(``study.analysis.claims``; the protocol is docs/claims.md).
+
+Each claim names one comparison of the study's rows, the paper's value for it and what is
+claimed::
+
+    claims:
+      - name: layer-norm
+        says: removing layer norm lowers BLEU, by the least of the three components
+        row: "- LayerNorm"             # this row's mean test BLEU minus `against`'s
+        against: SR-NMT 4L             # default: table.reference
+        claim: size                    # direction | size | no_difference | diverges
+        paper: {value: -1.02, reference: 22.99, source: "Di Gangi & Federico 2018, Table 4"}
+
+The comparison is exactly one of ``row`` (a difference, against ``against``), ``contrast`` (row
+label -> weight, e.g. an additivity departure), ``slope`` (x value -> row label: the least-squares
+slope of the rows' means over x) or, with ``claim: diverges``, ``row`` alone (the paper says it
+fails to converge). ``paper.reference`` is the paper's score of the row that sizes the claim
+(``relative_to``, by default ``against``): the paper's value as a fraction of it is compared with
+ours as a fraction of our score of that row, never absolute BLEU across corpora. A
+``no_difference`` claim needs ``margin``: the largest departure, as a fraction of that score, that
+still counts as none.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from nmt.errors import ConfigError
+from nmt.typed_config import build_dataclass, suggest
+
+CLAIM_KINDS = ("direction", "size", "no_difference", "diverges")
+# the final metrics of a trial a claim may compare (test BLEU unless it says otherwise)
+CLAIM_METRICS = ("test_bleu", "test_chrf", "valid_bleu", "params", "weight_matrices", "train_tokens_per_s",
+                 "decode_words_per_s")
+CLAIM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
+
+
+@dataclass
+class PaperValue:
+    value: float | None = None  # the paper's difference, contrast or slope (BLEU; per unit of x for a slope)
+    reference: float | None = None  # the paper's score of the row that sizes the claim (relative_to)
+    source: str = ""  # paper and table, e.g. "Di Gangi & Federico 2018, Table 4"
+
+
+@dataclass
+class ClaimSpec:
+    name: str = ""  # short identifier, unique in the study (claims.csv's key)
+    says: str = ""  # the paper's claim in one line
+    claim: Literal["direction", "size", "no_difference", "diverges"] = "size"
+    metric: str = "test_bleu"  # the trial metric compared (params, train_tokens_per_s, ... for the papers' cost claims)
+    row: str | None = None  # a difference: this row minus `against`; with claim: diverges, the row that fails
+    against: str | None = None  # default: the study's table.reference
+    contrast: dict | None = None  # row label -> weight
+    slope: dict | None = None  # x value -> row label
+    relative_to: str | None = None  # the row whose score sizes the claim; default: against (slope: its first row)
+    margin: float | None = None  # no_difference: the largest departure (fraction of relative_to's score) that is none
+    paper: PaperValue = field(default_factory=PaperValue)
+
+    def weights(self, reference: str | None) -> dict[str, float]:
+        """Row label -> weight of the comparison's contrast of row means (empty for ``diverges``)."""
+        if self.claim == "diverges":
+            return {}
+        if self.contrast is not None:
+            return {str(label): float(weight) for label, weight in self.contrast.items()}
+        if self.slope is not None:
+            # study.analysis.significance.slope_weights, written out here: spec does not import analysis
+            xs = [float(x) for x in self.slope]
+            centre = sum(xs) / len(xs)
+            spread = sum((x - centre) ** 2 for x in xs)
+            return {str(label): (float(x) - centre) / spread for x, label in self.slope.items()}
+        return {self.row: 1.0, self.against or reference: -1.0}
+
+    def sizing_row(self, reference: str | None) -> str | None:
+        """The row whose mean score the claim's relative size is a fraction of."""
+        if self.relative_to:
+            return self.relative_to
+        if self.slope is not None:
+            return str(next(iter(self.slope.values())))
+        if self.contrast is not None:
+            return reference
+        return self.against or reference
+
+
+def parse_claims(raw, source: str) -> list[ClaimSpec]:
+    """The ``claims:`` list of a study file as typed claims, every key and type checked."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ConfigError(f"{source}: claims: a list of claims (each a mapping with name, says, claim, paper and "
+                          f"one of row, contrast or slope), got {type(raw).__name__}")
+    claims = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise ConfigError(f"{source}: claims[{index}]: a claim is a mapping (name, says, claim, paper, row ...), "
+                              f"got {item!r}")
+        claims.append(build_dataclass(ClaimSpec, item, source, prefix=f"claims[{index}].", explicit=set()))
+    return claims
+
+
+def validate_claims(claims: list[ClaimSpec], labels: list[str], reference: str | None, kind: str, source: str) -> None:
+    """Every claim well formed and about rows the study has; the first problem is one ConfigError line."""
+    if claims and kind == "search":
+        raise ConfigError(f"{source}: claims: a search study has no fixed rows to compare; declare claims in a grid "
+                          f"or ablation study")
+    seen: set[str] = set()
+    for index, claim in enumerate(claims):
+        def fail(part: str, why: str, key: str = f"claims[{index}]") -> None:
+            raise ConfigError(f"{source}: {key}.{part}: {why}")
+
+        if not CLAIM_NAME.fullmatch(claim.name or ""):
+            fail("name", f"= {claim.name!r}: a short identifier (lower-case letters, digits, - and _), unique in the study")
+        if claim.name in seen:
+            fail("name", f"= {claim.name!r} is declared twice; give each claim its own name")
+        seen.add(claim.name)
+        if not claim.says.strip():
+            fail("says", "missing; one line saying what the paper claims")
+        if claim.metric not in CLAIM_METRICS:
+            fail("metric", f"= {claim.metric!r}{suggest(claim.metric, list(CLAIM_METRICS), '', quote=True)}; a claim "
+                           f"compares one of {', '.join(CLAIM_METRICS)}")
+        _validate_comparison(claim, labels, reference, fail)
+        _validate_paper(claim, fail)
+
+
+def _check_label(label, labels: list[str], part: str, fail) -> None:
+    if str(label) not in labels:
+        fail(part, f"{str(label)!r} is not a row of this study{suggest(str(label), labels, '', quote=True)}; "
+                   f"rows: {', '.join(labels)}")
+
+
+def _validate_comparison(claim: ClaimSpec, labels: list[str], reference: str | None, fail) -> None:
+    given = [name for name in ("row", "contrast", "slope") if getattr(claim, name) is not None]
+    if claim.claim == "diverges":
+        if given != ["row"]:
+            fail("row", "a diverges claim names the one row the paper says fails to converge (row:, nothing else)")
+        _check_label(claim.row, labels, "row", fail)
+        return
+    if len(given) != 1:
+        fail("row", f"give exactly one of row (a difference), contrast (row -> weight) or slope (x -> row); "
+                    f"got {', '.join(given) or 'none'}")
+    if claim.row is not None:
+        _check_label(claim.row, labels, "row", fail)
+        against = claim.against or reference
+        if against is None:
+            fail("against", "missing, and the study has no table.reference; name the row the difference is against")
+        _check_label(against, labels, "against", fail)
+        if against == claim.row:
+            fail("against", f"is the claim's own row {claim.row!r}; a difference needs two rows")
+    if claim.contrast is not None:
+        if len(claim.contrast) < 2:
+            fail("contrast", "needs two or more rows with their weights, e.g. {'- LN & MA': 1, '- LayerNorm': -1, ...}")
+        for label, weight in claim.contrast.items():
+            _check_label(label, labels, f"contrast.{label}", fail)
+            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or not weight:
+                fail(f"contrast.{label}", f"= {weight!r}: a weight is a finite number other than 0")
+    if claim.slope is not None:
+        if len(claim.slope) < 2:
+            fail("slope", "needs two or more x values with their rows, e.g. {1: SR-NMT 1L, 2: SR-NMT 2L}")
+        for x, label in claim.slope.items():
+            if not _is_number(x):  # a number in YAML; a string of one once stored in study.json
+                fail(f"slope.{x}", "an x value is a number (the rows' position on the axis, e.g. their depth)")
+            _check_label(label, labels, f"slope.{x}", fail)
+    sizing = claim.sizing_row(reference)
+    if sizing is None:
+        fail("relative_to", "missing, and the study has no table.reference; name the row that sizes the claim")
+    _check_label(sizing, labels, "relative_to", fail)
+    if claim.claim == "no_difference":
+        if claim.margin is None or not (0 < claim.margin < 1):
+            fail("margin", f"= {claim.margin!r}: a no_difference claim needs the largest departure that still counts "
+                           f"as none, as a fraction of {sizing!r}'s score (0 < margin < 1), e.g. margin: 0.02")
+    elif claim.margin is not None:
+        fail("margin", f"only a no_difference claim has a margin; this one is claim: {claim.claim}")
+
+
+def _is_number(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _validate_paper(claim: ClaimSpec, fail) -> None:
+    paper = claim.paper
+    if not paper.source.strip():
+        fail("paper.source", "missing; name the paper and table the value comes from")
+    if claim.claim == "diverges":
+        return
+    if paper.value is None or not math.isfinite(paper.value):
+        fail("paper.value", f"= {paper.value!r}: the paper's value of the comparison (its Δ, contrast or slope)")
+    if claim.claim in ("direction", "size") and paper.value == 0:
+        fail("paper.value", "is 0, which has no direction; use claim: no_difference for a claim of no change")
+    if paper.reference is None or not math.isfinite(paper.reference) or paper.reference <= 0:
+        fail("paper.reference", f"= {paper.reference!r}: the paper's score (BLEU > 0) of the row that sizes the claim; "
+                                f"relative sizes are compared, not BLEU across corpora")

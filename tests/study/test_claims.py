@@ -1,0 +1,217 @@
+"""Claims in a study file: their validation, the verdict rule branch by branch, the claims table
+from records, and that claims never change what --resume compares."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from nmt.errors import ConfigError
+from study.analysis.claims import (
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    NOT_TESTED,
+    REPRODUCED,
+    claims_table,
+    export_claims,
+    verdict,
+)
+from study.analysis.significance import SeedTest
+from study.analysis.tables import build_table
+from study.spec.loading import spec_from_dict
+from study.spec.model import trained_part
+from study_helpers import grid_study
+
+VARIANTS = """  - {label: base, set: {}}
+  - {label: small, set: {model.hidden: 8}}
+  - {label: tiny, set: {model.hidden: 4}}"""
+
+
+def study_tree(claims: list) -> dict:
+    tree = yaml.safe_load(grid_study("claimed", VARIANTS, seeds=3))
+    tree["table"] = {"reference": "base"}
+    tree["claims"] = claims
+    return tree
+
+
+def claim(**overrides) -> dict:
+    return {"name": "smaller-worse", "says": "a smaller model is worse", "claim": "size", "row": "small",
+            "paper": {"value": -2.0, "reference": 20.0, "source": "Someone 2020, Table 1"}, **overrides}
+
+
+def test_a_valid_claim_is_typed_and_defaults_to_the_table_reference():
+    spec = spec_from_dict(study_tree([claim()]), "s.yaml")
+    (parsed,) = spec.fields.claims
+    assert parsed.weights("base") == {"small": 1.0, "base": -1.0} and parsed.sizing_row("base") == "base"
+    slope = spec_from_dict(study_tree([claim(row=None, claim="direction", slope={4: "tiny", 8: "small", 16: "base"})]),
+                           "s.yaml").fields.claims[0]
+    assert sum(slope.weights("base").values()) == pytest.approx(0.0) and slope.sizing_row("base") == "tiny"
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"row": "smal"}, r"claims\[0\]\.row: 'smal' is not a row of this study \(did you mean 'small'\?\); rows: base, small, tiny"),
+    ({"contrast": {"small": 1, "base": -1}}, r"claims\[0\]\.row: give exactly one of row .* got row, contrast"),
+    ({"row": None, "contrast": {"small": 1, "base": 0}}, r"contrast\.base: = 0: a weight is a finite number other than 0"),
+    ({"claim": "no_difference"}, r"claims\[0\]\.margin: = None: a no_difference claim needs"),
+    ({"margin": 0.1}, r"margin: only a no_difference claim has a margin"),
+    ({"paper": {"value": -2.0, "source": "x"}}, r"paper\.reference: = None: the paper's score"),
+    ({"paper": {"value": -2.0, "reference": 20.0}}, r"paper\.source: missing"),
+    ({"claim": "direction", "paper": {"value": 0.0, "reference": 20.0, "source": "x"}}, r"paper\.value: is 0"),
+    ({"claim": "diverges", "row": None, "contrast": {"small": 1, "base": -1}}, r"a diverges claim names the one row"),
+    ({"name": "Bad Name"}, r"claims\[0\]\.name: = 'Bad Name': a short identifier"),
+    ({"says": ""}, r"claims\[0\]\.says: missing"),
+    ({"metric": "bleu"}, r"claims\[0\]\.metric: = 'bleu'"),
+    ({"against": "small"}, r"against: is the claim's own row 'small'"),
+    ({"colour": "red"}, r"unknown key 'claims\[0\]\.colour'"),
+])
+def test_every_bad_claim_is_one_line_naming_the_key(change, message):
+    with pytest.raises(ConfigError, match=message) as error:
+        spec_from_dict(study_tree([claim(**change)]), "s.yaml")
+    assert "\n" not in str(error.value) and str(error.value).startswith("s.yaml: ")
+
+
+def test_claims_must_be_a_list_of_mappings_with_unique_names():
+    with pytest.raises(ConfigError, match="claims: a list of claims"):
+        spec_from_dict(study_tree({"a": 1}), "s.yaml")
+    with pytest.raises(ConfigError, match=r"claims\[1\]: a claim is a mapping"):
+        spec_from_dict(study_tree([claim(), "smaller is worse"]), "s.yaml")
+    with pytest.raises(ConfigError, match=r"claims\[1\]\.name: = 'smaller-worse' is declared twice"):
+        spec_from_dict(study_tree([claim(), claim()]), "s.yaml")
+
+
+def test_claims_do_not_change_what_resume_compares():
+    before, after = study_tree([claim()]), study_tree([claim(says="smaller models lose BLEU")])
+    after["description"], after["table"]["title"] = "another description", "another title"
+    assert trained_part(before) == trained_part(after) and "claims" not in trained_part(before)
+    assert spec_from_dict(before, "s.yaml").fingerprint == spec_from_dict(after, "s.yaml").fingerprint
+    after["seeds"] = 4
+    assert trained_part(before) != trained_part(after)
+
+
+def seed_test(estimate: float, half: float, p_value: float, se: float = 1.0, df: float = 4.0) -> SeedTest:
+    return SeedTest(estimate, estimate - half, estimate + half, se, df, p_value)
+
+
+def test_the_verdict_rule_branch_by_branch():
+    mde = seed_test(0, 1, 1).minimum_detectable_effect()  # about 3.7 with se 1 and 4 df
+    assert 3.5 < mde < 3.9
+    # a significant effect in the paper's direction: reproduced (direction), and for size also inside the interval
+    assert verdict("direction", seed_test(-3.0, 2.0, 0.01), 0.01, -8.0, None) == (REPRODUCED, False)
+    assert verdict("size", seed_test(-3.0, 2.0, 0.01), 0.01, -8.0, None) == (NOT_REPRODUCED, False)
+    assert verdict("size", seed_test(-3.0, 2.0, 0.01), 0.01, -4.0, None) == (REPRODUCED, False)
+    # significant the other way: not reproduced, flagged reversed
+    assert verdict("direction", seed_test(3.0, 2.0, 0.01), 0.01, -1.0, None) == (NOT_REPRODUCED, True)
+    # significant before Holm, not after: judged as not significant
+    assert verdict("direction", seed_test(-3.0, 2.0, 0.01), 0.2, -8.0, None) == (NOT_REPRODUCED, False)
+    assert verdict("direction", seed_test(-3.0, 2.0, 0.01), 0.2, -1.0, None) == (INCONCLUSIVE, False)
+    # not significant: the paper's effect below what these seeds can detect -> underpowered
+    assert verdict("size", seed_test(-0.5, 2.0, 0.6), 0.6, -1.0, None) == (INCONCLUSIVE, False)
+    assert verdict("size", seed_test(-0.5, 2.0, 0.6), 0.6, -6.0, None) == (NOT_REPRODUCED, False)
+    # no difference: a significant departure, enough power for the margin, or not enough
+    assert verdict("no_difference", seed_test(2.0, 1.0, 0.001), 0.001, 0.0, 5.0) == (NOT_REPRODUCED, False)
+    assert verdict("no_difference", seed_test(0.2, 1.0, 0.7), 0.7, 0.0, 5.0) == (REPRODUCED, False)
+    assert verdict("no_difference", seed_test(0.2, 1.0, 0.7), 0.7, 0.0, 1.0) == (INCONCLUSIVE, False)
+
+
+def bleu_record(label: str, row: int, seed: int, bleu: float, status: str = "ok", params: int = 1000) -> dict:
+    return {"key": f"{label}{seed}", "label": label, "row": row, "seed": seed, "config": {}, "params": {},
+            "status": status, "hyp_path": None, "artifacts": [],
+            "metrics": {"test_bleu": bleu if status == "ok" else None, "params": params, "best_epoch": 5, "epochs": 8}}
+
+
+def records_of(rows: dict[str, list[float]]) -> list[dict]:
+    return [bleu_record(label, row, seed, bleu) for row, (label, scores) in enumerate(rows.items())
+            for seed, bleu in enumerate(scores, 1)]
+
+
+def judged(claims: list, records: list[dict], plateau: dict | None = None, seeds: int = 3):
+    spec = spec_from_dict(study_tree(claims), "s.yaml")
+    labels = ["base", "small", "tiny"]
+    table = build_table(records, "t", "base", None, labels, {label: seeds for label in labels}, plateau)
+    return claims_table(spec.fields.claims, "t", table, records, None)
+
+
+def test_claims_table_from_records(tmp_path):
+    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
+    claims = [claim(),  # paper -10% of the reference: ours -9.9%
+              claim(name="tiny-same", claim="no_difference", margin=0.02, row="tiny", against="small",
+                    paper={"value": 0.1, "reference": 20.0, "source": "x"}),
+              claim(name="params", claim="direction", metric="params", row="tiny",
+                    paper={"value": -10, "reference": 100, "source": "x"}),
+              claim(name="tiny-fails", claim="diverges", row="tiny", paper={"source": "x"})]
+    table = judged(claims, records)
+    rows = table.rows.set_index("claim")
+    assert rows.loc["smaller-worse", "verdict"] == REPRODUCED
+    assert rows.loc["smaller-worse", "estimate"] == pytest.approx(27.0667 - 30.0667, abs=1e-3)
+    assert rows.loc["smaller-worse", "paper_scaled"] == pytest.approx(-0.1 * 30.0667, abs=1e-3)
+    assert rows.loc["tiny-same", "verdict"] == NOT_REPRODUCED  # a 3 BLEU gap against a margin of 0.6
+    # the parameter counts have no spread: the same count in every row is no difference, so not reproduced
+    assert rows.loc["params", "verdict"] == NOT_REPRODUCED and rows.loc["params", "estimate"] == 0
+    assert rows.loc["tiny-fails", "verdict"] == NOT_REPRODUCED  # every seed finished
+    assert math.isnan(rows.loc["smaller-worse", "bootstrap_ci_low"])  # no test translations here
+    assert table.family == 3
+    written = export_claims(table, tmp_path)
+    assert [path.name for path in written] == ["claims.md", "claims.csv", "claims.tex"]
+    markdown = (tmp_path / "claims.md").read_text(encoding="utf-8")
+    assert "| smaller-worse" in markdown and "Holm-adjusted over the study's 3 statistical claims" in markdown
+    assert "\\begin{tabular}" in (tmp_path / "claims.tex").read_text(encoding="utf-8")
+
+
+def test_a_claim_on_unfinished_or_still_improving_rows_is_not_tested():
+    finished = {"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]}
+    records = records_of(finished)
+    unfinished = [r for r in records if not (r["label"] == "small" and r["seed"] == 3)]
+    rows = judged([claim()], unfinished).rows.set_index("claim")
+    assert rows.loc["smaller-worse", "verdict"] == NOT_TESTED
+    assert rows.loc["smaller-worse", "why_not_tested"] == "small has 2 of 3 seeds"
+    assert rows.loc["smaller-worse", "as_trained"] == REPRODUCED  # what the rule would say: not a verdict
+    improving = judged([claim()], records, plateau={"base2": False}).rows.set_index("claim")
+    assert improving.loc["smaller-worse", "verdict"] == NOT_TESTED
+    assert improving.loc["smaller-worse", "why_not_tested"] == "not on a plateau: base (1 of 3 seeds)"
+    assert "base (1 of 3 seeds)" in judged([claim()], records, plateau={"base2": False}).markdown()
+
+
+def test_a_diverged_seed_reproduces_a_fails_to_converge_claim():
+    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2]})
+    records.append(bleu_record("tiny", 2, 3, 0.0, status="diverged"))
+    rows = judged([claim(name="tiny-fails", claim="diverges", row="tiny", paper={"source": "x"})], records).rows
+    assert rows.loc[0, "verdict"] == REPRODUCED
+
+
+def test_holm_counts_every_statistical_claim_of_the_study():
+    records = records_of({"base": [30.0, 30.4, 29.8], "small": [29.0, 29.9, 29.1], "tiny": [24.0, 24.2, 23.7]})
+    one = judged([claim(claim="direction")], records).rows
+    two = judged([claim(claim="direction"), claim(name="tiny", claim="direction", row="tiny")], records).rows
+    smallest = two.loc[1, "p_value"]  # tiny's 6 BLEU gap: the smallest p, multiplied by the family's 2
+    assert two.loc[1, "adjusted_p"] == pytest.approx(2 * smallest)
+    assert two.loc[0, "adjusted_p"] == pytest.approx(max(two.loc[0, "p_value"], 2 * smallest))
+    assert one.loc[0, "adjusted_p"] == pytest.approx(one.loc[0, "p_value"])
+
+
+def test_the_other_bleu_is_scored_again_from_the_translations(tmp_path):
+    """Lowercased, intl-tokenised BLEU from each seed's stored translation: a row that only gets the case
+    wrong scores far lower in cased BLEU and the same in the other; a missing translation gives no column."""
+    from sacrebleu.metrics import BLEU
+
+    from study.analysis.claims import other_bleu_stats
+
+    references = ["A man rides a Bike .", "Two Dogs play in the Snow .", "The Girl is reading a Book ."] * 4
+    records = []
+    for row, (label, transform) in enumerate((("base", str), ("small", str.lower), ("tiny", str.upper))):
+        for seed in (1, 2):
+            path = tmp_path / f"{label}{seed}.hyp"
+            lines = [transform(line) for line in references]
+            path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            record = bleu_record(label, row, seed, BLEU().corpus_score(lines, [references]).score)
+            record["hyp_path"] = str(path)
+            records.append(record)
+    labels = ["base", "small", "tiny"]
+    table = build_table(records, "t", "base", references, labels, {label: 2 for label in labels})
+    other = other_bleu_stats(table, records, references)
+    lowered = BLEU(lowercase=True, tokenize="intl").corpus_score(references, [references]).score
+    assert other["small"].mean == pytest.approx(lowered) and other["tiny"].mean == pytest.approx(lowered)
+    assert table.rows.set_index("label").loc["small", "bleu_mean"] < lowered - 20  # cased BLEU punishes the case
+    records[0]["hyp_path"] = str(tmp_path / "gone.hyp")
+    assert other_bleu_stats(table, records, references) is None
