@@ -61,6 +61,7 @@ from nmt.evaluate import corpus_bleu, corpus_chrf
 from nmt.fileio import write_json, write_lines
 from nmt.model import Seq2Seq, build_model
 from nmt.translator import translate
+from nmt.numerics import numerics_record
 
 ReportFn = Callable[[dict, Path], None]
 BUDGET_REASONS = ("max epochs", "max steps", "max tokens")
@@ -467,6 +468,7 @@ class Trainer:
             "train_pairs": len(self.data.train),
             "device": str(self.device),
             "threads": torch.get_num_threads(),
+            **numerics_record(self.cfg.train.numerics),  # how the CPU computed: where these numbers hold
             "cell": self.cfg.model.cell,
             "history": p.history,
         }

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from nmt.cli import program_name, run_main
 from nmt.errors import UserError
+from nmt.numerics import NUMERICS, apply_numerics
 from nmt.fileio import write_lines
 
 MAX_BEAM = 1000  # decode.beam's bound (nmt.config)
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--input", type=Path, help="read sentences from this file instead of stdin")
     parser.add_argument("--output", type=Path, help="write translations to this file instead of stdout")
     parser.add_argument("--threads", type=int, help="torch threads")
+    parser.add_argument("--numerics", choices=NUMERICS,
+                        help="portable: the same translations on any x86-64 CPU with AVX2; native: the CPU's own "
+                             "kernels (default: the run's train.numerics)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     return parser
 
@@ -92,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"--output {args.output}: folder {args.output.absolute().parent} does not exist; "
                             f"create it first")
 
+    from nmt.checkpoint import read_config  # loads torch (not yet computing): after the checks, as below
+
+    numerics = args.numerics or read_config(directory).train.numerics
+    apply_numerics(numerics, "--numerics" if args.numerics else f"{directory / 'config.yaml'}: train.numerics")
     import torch  # torch and the model only after the checks above: --help and bad arguments answer at once
 
     from nmt.checkpoint import load_for_inference  # the model code (torch): after the checks, as torch

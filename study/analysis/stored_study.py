@@ -9,6 +9,7 @@ from pathlib import Path
 
 from nmt.errors import UserError
 from study.analysis.curves import load_progress
+from study.analysis.numerics_note import numerics_note
 from study.analysis.plateau import plateau_by_trial
 from study.analysis.speed_columns import read_speed, with_speed
 from study.analysis.tables import StudyTable, build_table
@@ -66,6 +67,7 @@ class StoredStudy:
         table = build_table(self.records, layout.title, layout.reference, self.references, layout.row_order,
                             layout.planned_seeds, plateau)
         table.rows = with_speed(table.rows, read_speed(self.directory))
+        table.rows.attrs["numerics_note"] = numerics_note(self.records)
         return table
 
     def row_labels(self) -> list[str]:

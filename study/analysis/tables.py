@@ -321,6 +321,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append(rows.attrs["speed_note"])
     if rows.attrs.get("left_out_note"):  # stored trials that are not the study's (study.store.study_state.study_trials)
         notes.append(rows.attrs["left_out_note"])
+    if rows.attrs.get("numerics_note"):  # where the numbers hold (study.analysis.numerics_note)
+        notes.append(rows.attrs["numerics_note"])
     return notes
 
 

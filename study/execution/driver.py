@@ -58,7 +58,14 @@ from study.store.ownership import StudyLock, check_real_tree, owned_path, top_le
 from study.store.provenance import environment
 from study.store.record_validation import BadRecord
 from study.store.records import experiment_dir, load_records
-from study.store.resume_checks import check_extension, check_resumable, check_resumable_changes, resume_command, study_argument
+from study.store.resume_checks import (
+    check_extension,
+    check_numerics,
+    check_resumable,
+    check_resumable_changes,
+    resume_command,
+    study_argument,
+)
 from study.store.reuse import reusable_keys, reuse_finished_trials, reuse_sources
 from study.store.study_state import STATE_FILE, command_history, is_smoke_run, read_state, with_command
 from study.store.trial_store import FINISHED, TrialStore
@@ -121,13 +128,14 @@ def corpus_in(data_dir: Path, langs: str | None) -> dict:
 
 
 def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[list[Trial], list[Move]]:
-    """Expanded trials with per-trial threads and device set from the resources, and which
+    """Expanded trials with per-trial threads, device and numerics set from the resources and the study, and which
     stored trials are to move to their keys (study.store.migration). Reads the store, writes nothing."""
     resources = trial_resources(spec, opts)
     trials = expand(spec)
     for trial in trials:
         trial.config["train"]["threads"] = max(1, int(resources["cpu"]))
         trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
+        trial.config["train"]["numerics"] = spec.fields.numerics  # how the CPU computes: not in the trial key
         trial.storage = str(exp_dir)
     return trials, plan_adoption(TrialStore(exp_dir), trials)
 
@@ -234,6 +242,8 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     spec, references, stats = prepared.spec, prepared.references, prepared.stats
     if opts.resume:
         check_resumable_changes(spec, opts, state)
+    if opts.resume or opts.extend:
+        check_numerics(spec, exp_dir)
     sources = reuse_sources(spec, list(opts.reuse_from), results_root)
     tracker, uri = open_tracking(spec, opts, state, results_root)
     if not replace:  # a replaced run's store is cleared first, so its plan is made after that
@@ -241,7 +251,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         if opts.extend and spec.fields.search is None:
             check_extension(spec, trials, exp_dir, plan)  # before Ray starts and any stored trial moves
 
-    start_services(tracker, opts)
+    start_services(tracker, opts, spec.fields.numerics)
     stopping = None
     try:
         try:
@@ -469,6 +479,7 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
         state = read_state(results_root / spec.name)
         check_resumable(spec, opts, state, results_root, exp_dir)
         check_resumable_changes(spec, opts, state)
+        check_numerics(spec, exp_dir)
         if spec.fields.search is None:
             plan = plan_adoption(store, trials)
             if opts.extend:

@@ -21,6 +21,7 @@ import torch
 
 from nmt.config import config_from_dict
 from nmt.memory import keep_freed_memory
+from nmt.numerics import apply_numerics
 from study.execution.row_cost import finishing_time, mean_target_length
 from study.spec.expansion import expand
 from study.spec.model import StudySpec, Trial
@@ -114,6 +115,9 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
         f"{cpus_per_trial:g} CPU each")
     if spec.kind == "search":
         log(f"search: {spec.fields.search.num_samples} samples of the space; times below are for the base config")
+    if not apply_numerics(spec.fields.numerics, strict=False):  # as the trial workers compute
+        log(f"note: this process computed before with other kernels, so the times below are of those, not of "
+            f"numerics {spec.fields.numerics}")
     torch.set_num_threads(max(1, int(cpus_per_trial)))
     keep_freed_memory()  # as the trial workers do: without it steps run up to a quarter slower
     costs: list[float] = []  # each trial's seconds, in the grid's order, as the workers take them

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from nmt.errors import UserError
 from nmt.memory import malloc_env
+from nmt.numerics import numerics_env
 from study.execution.tracking import StudyTracker, sqlite_file
 from study.spec.model import StudySpec
 from study.spec.options import RunOptions
@@ -99,7 +100,7 @@ def check_cluster_fit(resources: dict, address: str) -> None:
 LOCAL_HEALTH_CHECKS = {"health_check_timeout_ms": 30_000, "health_check_failure_threshold": 10}
 
 
-def start_services(tracker: StudyTracker, opts: RunOptions) -> None:
+def start_services(tracker: StudyTracker, opts: RunOptions, numerics: str = "portable") -> None:
     """Connect to the MLflow store, then start Ray; a SQLite store in a writable directory is
     reached while Ray starts instead, since a new store's schema migrations and Ray's processes
     each take seconds and neither needs the other. Any other store is reached first, so that one
@@ -110,12 +111,12 @@ def start_services(tracker: StudyTracker, opts: RunOptions) -> None:
 
     if not _local_store(tracker.uri):
         tracker.connect()
-        start_ray(opts)
+        start_ray(opts, numerics)
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-connect") as pool:
         connecting = pool.submit(tracker.connect)
         try:
-            start_ray(opts)
+            start_ray(opts, numerics)
         except UserError:
             connecting.result()
             raise
@@ -132,7 +133,9 @@ def _local_store(uri: str) -> bool:
     return database is not None and database.parent.is_dir() and os.access(database.parent, os.W_OK)
 
 
-def start_ray(opts: RunOptions) -> None:
+def start_ray(opts: RunOptions, numerics: str = "portable") -> None:
+    """Ray, local or the cluster at --address, with trial workers that start with the malloc settings
+    (nmt.memory) and the study's numerics (nmt.numerics) in their environment."""
     # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
     import ray
 
@@ -142,7 +145,7 @@ def start_ray(opts: RunOptions) -> None:
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     # the trial workers keep freed memory (nmt.memory)
     kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
-              "configure_logging": True, "runtime_env": {"env_vars": malloc_env()}}
+              "configure_logging": True, "runtime_env": {"env_vars": {**malloc_env(), **numerics_env(numerics)}}}
     address = opts.address or os.environ.get("RAY_ADDRESS") or None
     try:
         if address:

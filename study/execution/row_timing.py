@@ -33,6 +33,8 @@ from pathlib import Path
 from nmt.errors import UserError
 from nmt.fileio import write_json
 from nmt.memory import keep_freed_memory
+from nmt.numerics import apply_numerics
+from study.analysis.numerics_note import records_numerics
 from study.analysis.exports import rebuild_exports
 from study.analysis.speed_columns import SPEED_FILE
 from study.analysis.stored_study import load_stored_study
@@ -179,6 +181,10 @@ def time_study(name: str, results: Path, threads: int, batches: int, sentences: 
         raise UserError(f"study {name}: no stored results in {root}; run python -m study.run {name} first")
     stored = load_stored_study(study_dir)
     configs = row_configs(stored.spec, stored.records)
+    numerics = records_numerics(stored.records) or stored.spec.fields.numerics  # as the trials computed
+    if not apply_numerics(numerics, strict=False):
+        say(f"note: this process computed before with other kernels, so these times are of those, not of "
+            f"numerics {numerics}")
     torch.set_num_threads(threads)
     keep_freed_memory()  # as the trial workers do: the rows run as fast as they trained
     say(f"timing {len(configs)} rows of {name} on {machine_name()} with {threads} torch thread"

@@ -22,6 +22,7 @@ from pathlib import Path
 from ray import tune
 
 from nmt.config import config_from_dict
+from nmt.numerics import apply_numerics
 from nmt.typed_config import apply_overrides
 from study.store.provenance import cpu_description
 from study.store.trial_store import TrialStore
@@ -69,10 +70,12 @@ def finite_metrics(metrics: dict) -> dict:
 
 
 def train_trial(config: dict) -> None:
-    from nmt.trainer import run  # torch is imported in the worker, not when Tune pickles this function
-
     trial, tree = trial_config(config)
     cfg = config_from_dict(tree, source=f"trial {trial['label']} seed {trial['seed']}")
+    # the worker started with the study's numerics in its environment (ray_setup); checked before torch computes
+    apply_numerics(cfg.train.numerics, f"trial {trial['label']} seed {trial['seed']}: train.numerics")
+    from nmt.trainer import run  # torch is imported in the worker, not when Tune pickles this function
+
     key = trial_key(config)
     store = TrialStore(Path(trial["storage"]))
     with store.hold(key):

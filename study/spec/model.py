@@ -171,6 +171,9 @@ class StudyFields:
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     table: TableSpec = field(default_factory=TableSpec)
     claims: list[ClaimSpec] = field(default_factory=list)  # typed by study.spec.claims.parse_claims
+    # how every trial's CPU computes (nmt.numerics): portable, the same numbers on any x86-64 CPU with AVX2,
+    # or native, each CPU's own kernels; one setting per study (its stored trials are checked on --resume)
+    numerics: Literal["portable", "native"] = "portable"
 
 
 
@@ -179,10 +182,16 @@ class StudyFields:
 READING_KEYS = ("claims", "description", "table.title")
 
 
+# how a study's trials compute, not what they train: checked against its stored trials' records
+# (study.store.resume_checks.check_numerics), so not compared as part of the file
+RUN_KEYS = ("numerics",)
+
+
 def trained_part(tree: dict) -> dict:
     """A study tree without the keys that only say how it is read (``READING_KEYS``: claims, the
-    description, the table's title), which may change between runs of one study."""
-    out = {key: value for key, value in tree.items() if key not in READING_KEYS}
+    description, the table's title), which may change between runs of one study, and without
+    ``RUN_KEYS``, which are checked against the stored trials instead."""
+    out = {key: value for key, value in tree.items() if key not in READING_KEYS + RUN_KEYS}
     for dotted in READING_KEYS:
         section, _, key = dotted.partition(".")
         if key and isinstance(out.get(section), dict):

@@ -20,9 +20,14 @@ DATA_FILES = ("train", "valid", "test")  # data keys that hold [SRC, TGT] file p
 
 
 def portable_config(config: dict) -> dict:
-    """The config as any machine sees it: the data block through ``portable_data``. A config
-    without data files and without a cache directory is returned as it is (its key is the
-    hash of the plain config)."""
+    """The config as any machine sees it: the data block through ``portable_data``, and no
+    ``train.numerics`` (how the CPU computes, recorded with each trial and checked per study, not a
+    property of the trained model's config; trials keyed before the setting existed keep their
+    keys). A config without data files, cache directory or numerics is returned as it is (its key
+    is the hash of the plain config)."""
+    train = config.get("train")
+    if isinstance(train, dict) and "numerics" in train:
+        config = {**config, "train": {k: v for k, v in train.items() if k != "numerics"}}
     data = config.get("data")
     if not isinstance(data, dict):
         return config

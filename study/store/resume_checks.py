@@ -45,6 +45,29 @@ def check_resumable_changes(spec: StudySpec, opts: RunOptions, state: dict | Non
                         f"(or copy the file under a new name to keep both)")
 
 
+LEGACY_NUMERICS = "native"  # a record from before the setting existed: the CPU's own kernels
+
+
+def check_numerics(spec: StudySpec, exp_dir: Path) -> None:
+    """A study keeps one numerics setting (nmt.numerics), so that its rows compare: every finished trial
+    must have computed with the one this run would use."""
+    store = TrialStore(exp_dir)
+    used: dict[str, int] = {}
+    for key in store.keys():
+        metrics = store.finished_metrics(key)
+        if metrics is not None:
+            setting = str(metrics.get("numerics") or LEGACY_NUMERICS)
+            used[setting] = used.get(setting, 0) + 1
+    other = {setting: count for setting, count in used.items() if setting != spec.fields.numerics}
+    if other:
+        setting, count = next(iter(other.items()))
+        legacy = " (recorded before the setting existed: the CPU's own kernels)" if setting == LEGACY_NUMERICS else ""
+        raise UserError(f"study {spec.name}: {count} of its finished trials computed with numerics {setting}{legacy}, "
+                        f"and this run would use {spec.fields.numerics}; a study keeps one setting so that its rows "
+                        f"compare: add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), or start "
+                        f"it over with --fresh")
+
+
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'
 # own configs are checked by their keys, check_extension), and how the table is labelled
 EXTENSIBLE = {"grid": ("grid", "variants", "ablate", "seeds", "table.", "description"),

@@ -6,6 +6,8 @@ These tests start Ray clusters, so they run one after another in one xdist worke
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 
@@ -44,6 +46,15 @@ def test_ablation_study_table_deltas_and_mlflow_tree(tmp_path, ray_env):
     assert result.stdout.index("| - LN, MA & highway |") < result.stdout.index("**Are the drops additive?")
     command = (results / "ablation_srnmt" / "command.txt").read_text().strip()
     assert command == f"python -m study.run ablation_srnmt --smoke --cpus 2 --results {results}"
+    # the trial workers computed with portable numerics (nmt.numerics), and the table says so; the claims
+    # the study file declares are judged (not tested: one epoch is no plateau)
+    trials = [json.loads(line) for line in (results / "ablation_srnmt" / "trials.jsonl").read_text().splitlines()]
+    assert {(t["metrics"]["numerics"], t["metrics"]["cpu_capability"]) for t in trials} == {("portable", "AVX2")}
+    assert "numerics: portable (ATen and MKL pinned to AVX2)" in (results / "ablation_srnmt" / "table.md").read_text()
+    claims = table_rows(results, "ablation_srnmt", "claims.csv")
+    assert [c["claim"] for c in claims][:3] == ["layer-norm", "multi-attention", "highway"]
+    assert {c["verdict"] for c in claims if c["kind"] != "diverges"} == {"not tested"}
+    assert "**Claims: SR-NMT 4L ablation" in result.stdout
 
     client, parents, children = mlflow_runs(results, "ablation_srnmt")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"

@@ -56,6 +56,8 @@ def test_train_cli_writes_metrics_hypotheses_and_checkpoint_then_translate_round
     assert metrics["weight_matrices"] == 2 and metrics["params"] > 1000
     assert metrics["train_tokens_per_s"] > 0 and metrics["decode_words_per_s"] > 0
     assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    # portable numerics by default, recorded where they hold (nmt.numerics)
+    assert (metrics["numerics"], metrics["cpu_capability"], metrics["mkl_cbwr"]) == ("portable", "AVX2", "AVX2")
     hypotheses = (out / "test.hyp").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == 20
     for name in (STATE, BEST, "config.yaml", "src.model"):

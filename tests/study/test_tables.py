@@ -421,3 +421,15 @@ def test_bar_plot_of_rows_all_at_zero_bleu_keeps_a_readable_axis(tmp_path, monke
     rows = build_table([record("a", 0, 1, "ok", 0.0), record("b", 1, 1, "ok", 0.0)], "t", "a", None).rows
     plots.bar_plot(rows, "t", tmp_path / "bleu.png", reference="a")
     assert shown["ylim"] == (0.0, 1.0)  # not matplotlib's 0-0.05 around bars of height 0
+
+
+def test_the_numerics_note_says_where_the_numbers_hold():
+    from study.analysis.numerics_note import numerics_note, records_numerics
+
+    portable = [{"metrics": {"numerics": "portable"}}] * 2
+    legacy = [{"metrics": {}, "cpu": "AMD EPYC (family 25)"}]
+    assert numerics_note(portable).startswith("numerics: portable") and records_numerics(portable) == "portable"
+    assert numerics_note(legacy) == ("numerics: native, each CPU's own kernels (AMD EPYC (family 25)): another CPU type "
+                                     "can train the same seeds to other numbers.")
+    assert numerics_note(portable + legacy).startswith("numerics: mixed (1 native, 2 portable trials)")
+    assert records_numerics(portable + legacy) is None and numerics_note([]) == ""

@@ -1,0 +1,117 @@
+"""Portable numerics: native kernels differ between CPU capabilities, the pinned setting cannot, and
+the setting is applied before torch computes, recorded, kept out of trial keys and kept per study."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.errors import UserError
+from nmt.numerics import PORTABLE_ENV, check_numerics, has_avx2, numerics_env
+
+# a training step's numerics in miniature: the loss's log-softmax (ATen's vectorised kernel) and a
+# matrix product whose MKL path depends on the CPU; prints a digest of their bits
+PROBE = """
+import hashlib, json, sys
+if sys.argv[1] != "none":
+    from nmt.numerics import apply_numerics
+    apply_numerics(sys.argv[1])
+import torch
+torch.manual_seed(0)
+x = torch.randn(64, 257)
+a, b = torch.randn(37, 384), torch.randn(384, 128)
+out = {"log_softmax": torch.log_softmax(x, -1), "matmul": a @ b}
+print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(),
+                  **{k: hashlib.sha256(v.numpy().tobytes()).hexdigest() for k, v in out.items()}}))
+"""
+
+
+def probe(numerics: str, **env: str) -> dict:
+    clean = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}
+    done = subprocess.run([sys.executable, "-c", PROBE, numerics], env={**clean, **env, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def cpu_flags() -> set[str]:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    line = next((line for line in text.splitlines() if line.startswith("flags")), "")
+    return set(line.split(":", 1)[-1].split())
+
+
+needs_avx512 = pytest.mark.skipif("avx512f" not in cpu_flags(),
+                                  reason="this CPU has no AVX-512: there is no second ATen capability to differ from")
+
+
+@needs_avx512
+def test_native_kernels_differ_between_cpu_capabilities_and_portable_ones_cannot():
+    """What an AVX-512 machine and an AVX2 machine compute, natively: the log-softmax differs in its bits.
+    Under portable numerics a process computes the same bits whatever capability it would have picked."""
+    wide, narrow = probe("none", ATEN_CPU_CAPABILITY="avx512"), probe("none", ATEN_CPU_CAPABILITY="avx2")
+    assert (wide["capability"], narrow["capability"]) == ("AVX512", "AVX2")
+    assert wide["log_softmax"] != narrow["log_softmax"]
+    pinned = [probe("portable", ATEN_CPU_CAPABILITY="avx512", MKL_CBWR="AVX512"), probe("portable"),
+              probe("portable", ATEN_CPU_CAPABILITY="avx2")]
+    assert all(result == pinned[0] for result in pinned) and pinned[0]["capability"] == "AVX2"
+
+
+@pytest.mark.skipif(not has_avx2(), reason="portable numerics need an x86-64 CPU with AVX2")
+def test_native_leaves_the_machine_its_choice_and_portable_pins_it():
+    assert probe("native")["capability"] == probe("none")["capability"]
+    assert probe("portable")["capability"] == "AVX2"
+
+
+@pytest.mark.skipif(not has_avx2(), reason="portable numerics need an x86-64 CPU with AVX2")
+def test_portable_numerics_after_torch_computed_are_refused():
+    script = ("import torch; torch.tanh(torch.ones(3))\nfrom nmt.numerics import apply_numerics\n"
+              "from nmt.errors import UserError\ntry:\n    apply_numerics('portable', 'train.numerics')\n"
+              "except UserError as err:\n    print(err)\n")
+    clean = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}
+    if "avx512f" not in cpu_flags():
+        clean["ATEN_CPU_CAPABILITY"] = "default"  # any capability but AVX2 was fixed by the first op
+    done = subprocess.run([sys.executable, "-c", script], env=clean, capture_output=True, text=True, timeout=120)
+    assert "train.numerics: portable numerics need ATen's CPU capability AVX2, but this process already computes " \
+           "with" in done.stdout, done.stdout + done.stderr
+
+
+def test_settings_and_their_environment():
+    assert numerics_env("portable") == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert numerics_env("native") == {}
+    with pytest.raises(UserError, match="'fast' is not a numerics setting; use portable"):
+        check_numerics("fast", "train.numerics")
+
+
+def test_numerics_stay_out_of_the_trial_key():
+    from study.spec.portable import config_key
+
+    config = {"model": {"cell": "gru"}, "train": {"lr": 0.001, "seed": 1}, "data": {"preset": "synthetic"}}
+    native = {**config, "train": {**config["train"], "numerics": "native"}}
+    portable = {**config, "train": {**config["train"], "numerics": "portable"}}
+    assert config_key(config) == config_key(native) == config_key(portable)
+
+
+def test_a_study_keeps_one_numerics_setting(tmp_path):
+    from study.spec.loading import spec_from_dict
+    from study.store.resume_checks import check_numerics as check_study
+    from study.store.trial_store import TrialStore
+
+    tree = {"name": "mixed", "description": "d", "data": {"preset": "synthetic", "size": 100, "spm": {"vocab_size": 50}},
+            "base": {"model": {"hidden": 8, "emb": 8}}, "variants": [{"label": "a", "set": {}}], "budget": {"epochs": 1}}
+    store = TrialStore(tmp_path / "store")
+    (checkpoint := tmp_path / "contents").mkdir()
+    store.start("aaaaaaaaaaaa", {"key": "aaaaaaaaaaaa"})
+    store.install_finished("aaaaaaaaaaaa", checkpoint, {"status": "ok", "test_bleu": 1.0})  # recorded before the setting
+    with pytest.raises(UserError, match=r"study mixed: 1 of its finished trials computed with numerics native \(recorded "
+                                        r"before the setting existed.*add `numerics: native` to s\.yaml"):
+        check_study(spec_from_dict(tree, "s.yaml"), tmp_path / "store")
+    check_study(spec_from_dict({**tree, "numerics": "native"}, "s.yaml"), tmp_path / "store")
+    store.start("bbbbbbbbbbbb", {"key": "bbbbbbbbbbbb"})
+    store.install_finished("bbbbbbbbbbbb", checkpoint, {"status": "ok", "test_bleu": 1.0, "numerics": "portable"})
+    with pytest.raises(UserError, match="1 of its finished trials computed with numerics portable"):
+        check_study(spec_from_dict({**tree, "numerics": "native"}, "s.yaml"), tmp_path / "store")
