@@ -34,6 +34,7 @@ from nmt.errors import UserError
 NUMERICS = ("portable", "native")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 PORTABLE_CAPABILITY = "AVX2"  # what torch.backends.cpu.get_cpu_capability() reports when pinned
+_SET_HERE: set[str] = set()  # the variables this process pinned itself (native takes back only these)
 
 
 def numerics_env(numerics: str) -> dict[str, str]:
@@ -59,7 +60,14 @@ def apply_numerics(numerics: str, where: str = "numerics", strict: bool = True) 
         if not has_avx2():
             raise UserError(f"{where}: portable numerics need an x86-64 CPU with AVX2, and this one ({cpu_name()}) "
                             f"is not one; set numerics: native")
-        os.environ.update(PORTABLE_ENV)
+        for name, value in PORTABLE_ENV.items():
+            if os.environ.get(name) != value:
+                os.environ[name] = value
+                _SET_HERE.add(name)
+    else:  # the processes this one starts (Ray's) inherit its environment: no pin of ours stays; the user's do
+        for name in _SET_HERE:
+            os.environ.pop(name, None)
+        _SET_HERE.clear()
     # torch loads here, after the environment is set: its CPU capability is read at the first dispatch
     import torch
 

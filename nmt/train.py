@@ -152,7 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     replace = check_out_dir(args.out, args.resume, args.force)
     if args.resume:
         cfg = resume_config(args)
-    apply_numerics(cfg.train.numerics, "train.numerics")  # before torch computes anything
+    asked = cfg.train.numerics
+    if not apply_numerics(asked, "train.numerics", strict=False):  # before torch computes anything
+        # only a caller that ran torch in this process before (a notebook, a test) gets here: the record says what ran
+        cfg.train.numerics = "native"
     from nmt.trainer import run  # the trainer (sacreBLEU with it) after the argument checks: fast --help and errors
 
     keep_freed_memory()  # the same numbers, up to a quarter sooner (nmt.memory)
@@ -165,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     if replace:
         replace_run(target, args.out)
     print(f"wrote {args.out / 'metrics.json'}, {args.out / 'test.hyp'}, checkpoint {args.out / 'checkpoint'}")
+    if cfg.train.numerics != asked:
+        print(f"warning: train.numerics: {asked} could not be set, since this process computed with torch before; the "
+              f"run used the CPU's own kernels and is recorded as native", file=sys.stderr)
     return 0 if metrics["status"] in ("ok", "diverged", "truncated") else 1
 
 

@@ -72,6 +72,16 @@ def cut_long(sources: list[list[int]], max_len: int) -> list[int]:
     return cut
 
 
+def run_numerics(directory: Path) -> str:
+    """The run's train.numerics; portable when its config cannot be read (loading it says why)."""
+    from nmt.checkpoint import read_config  # loads torch (not yet computing): after the argument checks
+
+    try:
+        return read_config(directory).train.numerics
+    except UserError:
+        return "portable"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for flag, value in (("--beam", args.beam), ("--batch-size", args.batch_size), ("--threads", args.threads),
@@ -96,10 +106,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError(f"--output {args.output}: folder {args.output.absolute().parent} does not exist; "
                             f"create it first")
 
-    from nmt.checkpoint import read_config  # loads torch (not yet computing): after the checks, as below
-
-    numerics = args.numerics or read_config(directory).train.numerics
-    apply_numerics(numerics, "--numerics" if args.numerics else f"{directory / 'config.yaml'}: train.numerics")
+    numerics = args.numerics or run_numerics(directory)
+    applied = apply_numerics(numerics, "--numerics", strict=False)  # False only where torch ran in this process before
     import torch  # torch and the model only after the checks above: --help and bad arguments answer at once
 
     from nmt.checkpoint import load_for_inference  # the model code (torch): after the checks, as torch
@@ -126,8 +134,9 @@ def main(argv: list[str] | None = None) -> int:
         write_lines(args.output, texts)
     else:
         sys.stdout.write("".join(text + "\n" for text in texts))
+    kernels = "" if applied else f"; with the CPU's own kernels, as this process computed before numerics {numerics} could be set"
     print(f"translated {len(lines)} sentences in {result.seconds:.1f}s "
-          f"({result.words_per_second:,.0f} words/s)", file=sys.stderr)
+          f"({result.words_per_second:,.0f} words/s{kernels})", file=sys.stderr)
     return 0
 
 

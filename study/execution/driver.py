@@ -30,6 +30,7 @@ from nmt.config import config_from_dict
 from nmt.data.corpus import corpus_languages, discover_corpus, resolve_path
 from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.durations import clock
+from nmt.numerics import apply_numerics, has_avx2
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
 from study.analysis.exports import printed_tables, shown_path, write_command, write_exports
@@ -226,6 +227,16 @@ def refuse_or_replace(spec: StudySpec, opts: RunOptions, state: dict | None, res
     return True
 
 
+def set_numerics(spec: StudySpec, address: str | None) -> None:
+    """This process's environment carries the study's numerics (nmt.numerics), which Ray's local processes
+    inherit; its own computing (the estimate) does not need them to have taken. A local machine without
+    AVX2 is refused here, before every trial would fail on it."""
+    if spec.fields.numerics == "portable" and not address and not has_avx2():
+        raise UserError(f"{spec.source}: numerics: portable needs an x86-64 CPU with AVX2, and this machine has none; "
+                        f"set numerics: native (or --set numerics=native)")
+    apply_numerics(spec.fields.numerics, "numerics", strict=False)
+
+
 def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir: Path, exp_dir: Path,
                 address: str | None, resources: dict) -> int:
     try:
@@ -251,6 +262,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         if opts.extend and spec.fields.search is None:
             check_extension(spec, trials, exp_dir, plan)  # before Ray starts and any stored trial moves
 
+    set_numerics(spec, address)
     start_services(tracker, opts, spec.fields.numerics)
     stopping = None
     try:

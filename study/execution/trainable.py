@@ -72,8 +72,11 @@ def finite_metrics(metrics: dict) -> dict:
 def train_trial(config: dict) -> None:
     trial, tree = trial_config(config)
     cfg = config_from_dict(tree, source=f"trial {trial['label']} seed {trial['seed']}")
-    # the worker started with the study's numerics in its environment (ray_setup); checked before torch computes
-    apply_numerics(cfg.train.numerics, f"trial {trial['label']} seed {trial['seed']}: train.numerics")
+    # the worker started with the study's numerics in its environment (ray_setup), checked before torch computes;
+    # a process that computed before (a trial called from Python) trains natively and its record says so, which
+    # --resume then refuses to mix (study.store.resume_checks.check_numerics)
+    if not apply_numerics(cfg.train.numerics, f"trial {trial['label']} seed {trial['seed']}: train.numerics", strict=False):
+        cfg.train.numerics = "native"
     from nmt.trainer import run  # torch is imported in the worker, not when Tune pickles this function
 
     key = trial_key(config)

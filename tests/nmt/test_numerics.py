@@ -115,3 +115,21 @@ def test_a_study_keeps_one_numerics_setting(tmp_path):
     store.install_finished("bbbbbbbbbbbb", checkpoint, {"status": "ok", "test_bleu": 1.0, "numerics": "portable"})
     with pytest.raises(UserError, match="1 of its finished trials computed with numerics portable"):
         check_study(spec_from_dict({**tree, "numerics": "native"}, "s.yaml"), tmp_path / "store")
+
+
+def test_a_run_in_a_process_that_computed_before_is_recorded_as_native(tmp_path, capsys, monkeypatch):
+    """nmt.train called from Python after torch ran (a notebook, this test process) cannot pin the kernels:
+    it trains with the CPU's own, records native and says so once at the end."""
+    import torch
+
+    from nmt.train import main
+
+    torch.log_softmax(torch.randn(4, 5), -1)  # the kernels are chosen now
+    if torch.backends.cpu.get_cpu_capability() == "AVX2":
+        pytest.skip("this process already computes with AVX2: pinning it changes nothing to detect")
+    monkeypatch.chdir(tmp_path)
+    assert main(["--smoke", "--out", str(tmp_path / "run"), "--set", "train.max_epochs=1"]) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["numerics"] == "native" and metrics["cpu_capability"] != "AVX2"
+    err = capsys.readouterr().err
+    assert "warning: train.numerics: portable could not be set, since this process computed with torch before" in err

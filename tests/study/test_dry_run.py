@@ -37,7 +37,7 @@ def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir
     other = TrialStore(results / "ray" / "units")  # a study that finished the same GRU trial
     other.start(gru.key, {"key": gru.key, "label": "GRU", "row": gru.row, "seed": gru.seed, "config": gru.config})
     (other.run_dir(gru.key) / "checkpoint").mkdir(parents=True)
-    other.finish(gru.key, {"test_bleu": 1.0})
+    other.finish(gru.key, {"test_bleu": 1.0, "numerics": "portable"})
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert main(["cells", "--smoke", "--dry-run", "--reuse-from", "units", "--results", str(results),
                  "--cpus", "2"]) == 0
@@ -58,7 +58,7 @@ def _stored(store, trial, epochs: float, stop_reason: str | None = None, final_s
     if final_state:
         (checkpoint / "state.pt").write_bytes(b"state after the last epoch")
     if stop_reason:
-        store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0})
+        store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0, "numerics": "portable"})
 
 
 def test_a_resumed_study_counts_only_what_is_left(tmp_path):

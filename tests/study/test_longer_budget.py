@@ -65,7 +65,8 @@ def _finished_trial(store: TrialStore, trial, stop_reason: str, checkpoint: bool
         (run / "state.pt").write_bytes(b"state after the last epoch")
         (run / "best.pt").write_bytes(b"best")
     (store.run_dir(trial.key) / "test.hyp").write_text("a hyp\n")
-    store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0, "epochs": float(epochs)})
+    store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0, "epochs": float(epochs),
+                             "numerics": "portable"})
 
 
 @pytest.mark.parametrize("stop_reason, checkpoint, outcome", [
