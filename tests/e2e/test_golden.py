@@ -1,0 +1,64 @@
+"""Golden numbers: under portable numerics the same seeds give the same numbers on any x86-64 CPU with
+AVX2, so the numbers one machine computed (tests/golden/golden.json, with the CPU that made them) are
+asserted, to the last bit, on whatever machine runs this: the README main study's first trial, and
+the smoke run of the same study's every row (frozen copies in tests/golden/, so that a later change
+of the built-in study does not change what is tested).
+
+Where this fails on a CPU with AVX2, that CPU computes something else under the pinned kernels: dump
+one training step's per-op outputs on both machines and compare (the probe of tests/nmt/test_numerics.py
+is a start), and report the op."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nmt.numerics import PORTABLE_ENV, cpu_name, has_avx2
+from study_helpers import study
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray"),
+              pytest.mark.skipif(not has_avx2(), reason="portable numerics need an x86-64 CPU with AVX2; this one has none")]
+
+
+def golden() -> dict:
+    return json.loads((GOLDEN / "golden.json").read_text(encoding="utf-8"))
+
+
+def unpinned_env(cache_dir: Path) -> dict:
+    """The environment of a user's shell: no pin of ours (the commands set them), one thread."""
+    env = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}
+    return {**env, "OMP_NUM_THREADS": "1", "NMT_CACHE_DIR": str(cache_dir)}
+
+
+def test_the_main_study_s_first_trial_gives_the_golden_numbers(tmp_path, cache_dir):
+    config = tmp_path / "first.yaml"
+    text = (GOLDEN / "main_first_trial.yaml").read_text(encoding="utf-8")
+    config.write_text(text.replace("cache_dir: null", f"cache_dir: {cache_dir}"), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "nmt.train", "--config", str(config), "--out", str(tmp_path / "run")],
+                          env=unpinned_env(cache_dir), capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    expected = golden()
+    assert metrics["numerics"] == "portable"
+    assert {key: metrics[key] for key in expected["main_first_trial"]} == expected["main_first_trial"], (
+        f"{cpu_name()} computes other numbers than {expected['made_on']}")
+
+
+def test_the_smoke_run_gives_the_golden_table(tmp_path, ray_env):
+    results = tmp_path / "results"
+    done = study(str(GOLDEN / "golden_smoke.yaml"), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    folder = results / "golden_smoke"
+    chrf = {row["label"]: float(row["test_chrf"]) for row in csv.DictReader(open(folder / "trials.csv"))}
+    ppl = {row["label"]: float(row["valid_ppl"]) for row in csv.DictReader(open(folder / "progress.csv"))}
+    expected = golden()
+    assert {label: {"test_chrf": chrf[label], "valid_ppl": ppl[label]} for label in chrf} == expected["smoke"], (
+        f"{cpu_name()} computes other numbers than {expected['made_on']}")
