@@ -30,8 +30,16 @@ import pandas as pd
 from nmt.fileio import write_lines
 from study.analysis.additivity import contrast_test
 from study.analysis.plateau import rule_text
-from study.analysis.significance import SeedTest, holm, seeds_needed, welch_contrast
-from study.analysis.tables import SCORED, StudyTable, format_interval, format_number, latex_table, markdown_table
+from study.analysis.significance import SeedTest, holm, seeds_needed, slope_weights, welch_contrast
+from study.analysis.tables import (
+    SCORED,
+    StudyTable,
+    format_interval,
+    format_number,
+    format_p,
+    latex_table,
+    markdown_table,
+)
 from study.spec.claims import ClaimSpec
 from study.store.record_validation import read_text
 
@@ -104,13 +112,26 @@ def other_bleu_stats(table: StudyTable, records: list[dict], references_text: li
     return out
 
 
+def claim_weights(claim: ClaimSpec, reference: str | None) -> dict[str, float]:
+    """Row label -> weight of the claim's contrast of row means (empty for ``diverges``): a difference is
+    +1 and -1, a slope the least-squares weights of its x values (``slope_weights``)."""
+    if claim.claim == "diverges":
+        return {}
+    if claim.contrast is not None:
+        return {str(label): float(weight) for label, weight in claim.contrast.items()}
+    if claim.slope is not None:
+        weights = slope_weights([float(x) for x in claim.slope])
+        return {str(label): weights[float(x)] for x, label in claim.slope.items()}
+    return {claim.row: 1.0, claim.against or reference: -1.0}
+
+
 def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None,
               records: list[dict]) -> tuple[bool, bool, str]:
     """(can the rule be applied at all, is it a test, why not): every row involved needs 2+ scored seeds,
     and a test needs every planned seed finished and on a plateau (``diverges``: ``diverges_readiness``)."""
     if claim.claim == "diverges":
         return diverges_readiness(claim, rows[claim.row].planned, records)
-    involved = list(claim.weights(reference))
+    involved = list(claim_weights(claim, reference))
     missing = [f"{label} has {rows[label].n} of {rows[label].planned} seeds" for label in involved
                if rows[label].n < rows[label].planned]
     too_few = [label for label in involved if rows[label].n < 2]
@@ -160,19 +181,20 @@ def diverges_verdict(claim: ClaimSpec, records: list[dict]) -> str:
     return REPRODUCED if "diverged" in statuses else NOT_REPRODUCED
 
 
-def judge(claims: list[ClaimSpec], bleu_rows: dict[str, RowStats], reference: str | None, records: list[dict],
-          tested_only: bool, table: StudyTable) -> list[dict]:
-    """Every claim's statistics and verdict over one set of row statistics. ``tested_only``: the rule
+def judge(claims: list[ClaimSpec], rows_by_metric: dict[str, dict[str, RowStats]], reference: str | None,
+          records: list[dict], tested_only: bool) -> list[dict]:
+    """Every claim's statistics and verdict over one set of row statistics (metric -> row label -> its
+    statistics, ``row_stats`` of each metric the claims compare). ``tested_only``: the rule
     is applied only where the claim is a test (the verdict column); otherwise wherever it can be
     (the "as trained" column). Holm's family is every declared claim with a statistical test."""
     judged = []
     for claim in claims:
-        rows = bleu_rows if claim.metric == "test_bleu" else row_stats(table, records, claim.metric)
+        rows = rows_by_metric[claim.metric]
         applicable, tested, why = readiness(claim, rows, reference, records)
         usable = tested if tested_only else applicable
         entry = {"claim": claim, "usable": usable, "tested": tested, "why": why}
         if claim.claim != "diverges":
-            weights = claim.weights(reference)
+            weights = claim_weights(claim, reference)
             test = welch_contrast([rows[label].term(weight) for label, weight in weights.items()])
             sizing = rows[claim.sizing_row(reference)].mean
             paper_fraction = claim.paper.value / claim.paper.reference
@@ -214,7 +236,7 @@ class ClaimsTable:
                 "paper on our scale": "-" if diverges else _value(row["paper_scaled"]),
                 "CI (seeds)": _interval(row["seeds_ci_low"], row["seeds_ci_high"]),
                 "CI (test set)": format_interval(row["bootstrap_ci_low"], row["bootstrap_ci_high"]),
-                "p (Holm)": _p(row["adjusted_p"]),
+                "p (Holm)": format_p(row["adjusted_p"]),
                 "MDE": _value(row["mde"], signed=False),
                 "seeds needed": row["seeds_needed_text"],
                 "verdict": row["verdict"] + (" (reversed)" if row["reversed"] else ""),
@@ -253,12 +275,6 @@ def _interval(low: float, high: float) -> str:
     return format_interval(low, high)
 
 
-def _p(value: float) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
 def protocol_note(family: int) -> str:
     """The protocol in one note under every claims table (docs/claims.md in full)."""
     parts = [
@@ -283,12 +299,13 @@ def protocol_note(family: int) -> str:
 def claims_table(spec_claims: list[ClaimSpec], title: str, table: StudyTable, records: list[dict],
                  references_text: list[str] | None) -> ClaimsTable:
     """Every declared claim judged from the study's table and records."""
-    rows = row_stats(table, records)
-    judged = judge(spec_claims, rows, table.reference, records, True, table)
-    as_trained = judge(spec_claims, rows, table.reference, records, False, table)
-    other_rows = other_bleu_stats(table, records, references_text)
-    other = judge(spec_claims, other_rows, table.reference, records, True, table) if other_rows else None
-    other_as_trained = judge(spec_claims, other_rows, table.reference, records, False, table) if other_rows else None
+    rows = {metric: row_stats(table, records, metric) for metric in {claim.metric for claim in spec_claims}}
+    judged = judge(spec_claims, rows, table.reference, records, True)
+    as_trained = judge(spec_claims, rows, table.reference, records, False)
+    other_bleu = other_bleu_stats(table, records, references_text)
+    other_rows = {**rows, "test_bleu": other_bleu} if other_bleu else None
+    other = judge(spec_claims, other_rows, table.reference, records, True) if other_rows else None
+    other_as_trained = judge(spec_claims, other_rows, table.reference, records, False) if other_rows else None
     cache: dict[str, np.ndarray | None] = {}
     out = []
     for index, entry in enumerate(judged):
@@ -305,9 +322,8 @@ def claims_table(spec_claims: list[ClaimSpec], title: str, table: StudyTable, re
                               else (row["as_trained"], row["other_bleu_as_trained"]))
         row["other_bleu_text"] = ("-" if other is None or claim.metric != "test_bleu"
                                   else "same" if other_shown == shown else other_shown)
-        metric_rows = rows if claim.metric == "test_bleu" else row_stats(table, records, claim.metric)
-        row.update(_numbers(entry, claim, metric_rows, records, references_text if claim.metric == "test_bleu" else None,
-                            cache))
+        row.update(_numbers(entry, claim, rows[claim.metric], records,
+                            references_text if claim.metric == "test_bleu" else None, cache))
         out.append(row)
     family = sum(1 for claim in spec_claims if claim.claim != "diverges")
     says = [f"{claim.name}: {claim.says} ({claim.paper.source})." for claim in spec_claims]

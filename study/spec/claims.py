@@ -61,20 +61,6 @@ class ClaimSpec:
     margin: float | None = None  # no_difference: the largest departure (fraction of relative_to's score) that is none
     paper: PaperValue = field(default_factory=PaperValue)
 
-    def weights(self, reference: str | None) -> dict[str, float]:
-        """Row label -> weight of the comparison's contrast of row means (empty for ``diverges``)."""
-        if self.claim == "diverges":
-            return {}
-        if self.contrast is not None:
-            return {str(label): float(weight) for label, weight in self.contrast.items()}
-        if self.slope is not None:
-            # study.analysis.significance.slope_weights, written out here: spec does not import analysis
-            xs = [float(x) for x in self.slope]
-            centre = sum(xs) / len(xs)
-            spread = sum((x - centre) ** 2 for x in xs)
-            return {str(label): (float(x) - centre) / spread for x, label in self.slope.items()}
-        return {self.row: 1.0, self.against or reference: -1.0}
-
     def sizing_row(self, reference: str | None) -> str | None:
         """The row whose mean score the claim's relative size is a fraction of."""
         if self.relative_to:

@@ -14,6 +14,7 @@ from study.analysis.claims import (
     NOT_REPRODUCED,
     NOT_TESTED,
     REPRODUCED,
+    claim_weights,
     claims_table,
     export_claims,
     verdict,
@@ -44,10 +45,10 @@ def claim(**overrides) -> dict:
 def test_a_valid_claim_is_typed_and_defaults_to_the_table_reference():
     spec = spec_from_dict(study_tree([claim()]), "s.yaml")
     (parsed,) = spec.fields.claims
-    assert parsed.weights("base") == {"small": 1.0, "base": -1.0} and parsed.sizing_row("base") == "base"
+    assert claim_weights(parsed, "base") == {"small": 1.0, "base": -1.0} and parsed.sizing_row("base") == "base"
     slope = spec_from_dict(study_tree([claim(row=None, claim="direction", slope={4: "tiny", 8: "small", 16: "base"})]),
                            "s.yaml").fields.claims[0]
-    assert sum(slope.weights("base").values()) == pytest.approx(0.0) and slope.sizing_row("base") == "tiny"
+    assert sum(claim_weights(slope, "base").values()) == pytest.approx(0.0) and slope.sizing_row("base") == "tiny"
 
 
 @pytest.mark.parametrize("change, message", [
