@@ -14,8 +14,8 @@ by the wall-time cap) are kept in them and flagged.
 
 A finding needs converged models, so the tables say where they are not: a
 row is marked † when a seed was still improving when its training ended (the
-slope of its last validation scores significantly above 0,
-``study.analysis.plateau``; without a validation history, its best score at its
+slope of its last validation scores significantly above 0 and by a tenth of a
+point or more, ``study.analysis.plateau``; without a validation history, its best score at its
 last epoch) and ‡ when its seeds trained for different amounts; the footnotes
 under the table name them. Exports:
 Markdown (also printed), CSV, LaTeX (booktabs) and the per-trial CSV.
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from nmt.fileio import write_lines
-from study.analysis.plateau import WINDOW
+from study.analysis.plateau import MIN_RISE, WINDOW
 from study.analysis.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, seed_interval, sentence_stats, t95
 from study.store.record_validation import read_text
 
@@ -306,7 +306,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
     if marked["improving"]:
         seeds = ", ".join(f"{r['label']} ({r['still_improving']}/{r['n']} seeds)" for r in marked["improving"])
         notes.append(f"{STILL_IMPROVING} still improving when its training ended (the slope of its last {WINDOW} "
-                     f"validation scores significantly above 0, or without them its best score at its last epoch): "
+                     f"validation scores significantly above 0 and rising {MIN_RISE} points or more over them, or "
+                     f"without them its best score at its last epoch): "
                      f"{seeds}. Not a converged result: train it longer (budget.epochs, budget.patience).")
     if marked["uneven"]:  # a scored seed is ok (its budget or early stopping ended it) or truncated
         cause = "early stopping or the wall-time cap" if any(r["truncated"] for r in marked["uneven"]) else "early stopping"
@@ -334,7 +335,8 @@ def warnings(rows: pd.DataFrame) -> list[str]:
     lines = []
     if marked["improving"]:
         lines.append(f"{len(marked['improving'])} of {len(rows)} rows were still improving when their training ended "
-                     f"(the slope of the last {WINDOW} validation scores significantly above 0, or the best score at the "
+                     f"(the slope of the last {WINDOW} validation scores significantly above 0 and rising {MIN_RISE} points or "
+                     f"more over them, or the best score at the "
                      f"last epoch): {_labels(marked['improving'])}. Their scores are not those of converged models; "
                      "train longer (budget.epochs, budget.patience).")
     if marked["truncated"]:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from study.analysis.plateau import WINDOW, on_plateau, plateau_by_trial, slope_test
+from study.analysis.plateau import MIN_RISE, WINDOW, on_plateau, plateau_by_trial, rule_text, slope_test
 from study.analysis.tables import build_table, footnotes
 
 
@@ -33,6 +33,18 @@ def test_a_rising_curve_is_not_on_a_plateau_and_a_flat_one_is():
     assert on_plateau([1.0, 2.0, 3.0]) is None  # too few epochs to judge
     assert slope_test([1.0, 2.0, 3.0, 4.0, 5.0]) == (pytest.approx(1.0), 0.0)  # exactly a rising line
     assert on_plateau([1.0, math.nan, 2.0, 3.0, 4.0, 5.0]) is False  # a diverged epoch is no point
+
+
+def test_a_rise_under_a_tenth_of_a_point_over_the_window_is_no_rise():
+    # a run annealed to its minimum learning rate: its scores creep in the third decimal, with almost no
+    # noise, so the slope is significant; a rise of 0.009 points over ten epochs is still no improvement
+    annealed = [60.0 + i for i in range(20)] + [78.0 + 0.001 * i + 0.0005 * (-1) ** i for i in range(WINDOW)]
+    slope, p_value = slope_test(annealed)
+    assert p_value < 0.001 and slope * (WINDOW - 1) < MIN_RISE and on_plateau(annealed) is True
+    # the same shape climbing two tenths of a point over the window is still improving
+    creeping = [78.0 + 0.2 / (WINDOW - 1) * i + 0.0005 * (-1) ** i for i in range(WINDOW)]
+    assert on_plateau(creeping) is False
+    assert "under 0.1 points" in rule_text()
 
 
 def progress(key: str, scores: list[float], label: str = "a") -> pd.DataFrame:
