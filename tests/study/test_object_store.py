@@ -1,0 +1,143 @@
+"""The object-store layer against a real S3 API on loopback (moto's server, started here on 127.0.0.1)
+and against a local directory: whole-object writes, write-once markers, conditional replacement, a
+lease that refuses a second holder, and one line for every way the storage can be wrong."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+
+import pytest
+
+from study.store.object_store import DirectoryStore, S3Store, StorageError, open_store, take_lease
+
+moto_server = pytest.importorskip("moto.server", reason="the [test] extra installs moto[server]")
+BUCKETS = itertools.count()
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test-key-id", "AWS_SECRET_ACCESS_KEY": "test-secret-never-shown",
+               "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_env(s3_endpoint, monkeypatch, tmp_path):
+    for name, value in {**CREDENTIALS, "AWS_ENDPOINT_URL": s3_endpoint, "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return s3_endpoint
+
+
+@pytest.fixture
+def bucket(s3_env):
+    import boto3
+
+    name = f"studies-{next(BUCKETS)}"
+    boto3.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(params=["s3", "directory"])
+def store(request, tmp_path):
+    if request.param == "directory":
+        return DirectoryStore(tmp_path / "store")
+    return S3Store(request.getfixturevalue("bucket"), "team/run1")
+
+
+def test_objects_are_written_whole_read_listed_and_deleted(store):
+    assert store.read("ray/s/finished/k/metrics.json") is None and store.keys() == []
+    store.write("ray/s/trials/k/progress.json", b'{"epoch": 1}')
+    store.write("ray/s/trials/k/progress.json", b'{"epoch": 2}')
+    store.write("ray/s/trials/j/progress.json", b"{}")
+    store.write("s/table.md", b"| a |")
+    assert store.read("ray/s/trials/k/progress.json") == b'{"epoch": 2}'
+    assert store.keys("ray/s/trials") == ["ray/s/trials/j/progress.json", "ray/s/trials/k/progress.json"]
+    assert store.keys() == ["ray/s/trials/j/progress.json", "ray/s/trials/k/progress.json", "s/table.md"]
+    store.delete("s/table.md")
+    store.delete("s/table.md")  # deleting what is gone is no error
+    assert store.read("s/table.md") is None and "s/table.md" not in store.keys()
+
+
+def test_a_marker_is_written_once_and_a_replacement_needs_the_version_read(store):
+    assert store.create("finished/k/metrics.json", b'{"bleu": 1}') is True
+    assert store.create("finished/k/metrics.json", b'{"bleu": 2}') is False  # the first writer won
+    assert store.read("finished/k/metrics.json") == b'{"bleu": 1}'
+    version = store.version("finished/k/metrics.json")
+    assert store.replace_if("finished/k/metrics.json", b"new", version) is True
+    assert store.replace_if("finished/k/metrics.json", b"stale", version) is False  # changed since it was read
+    assert store.read("finished/k/metrics.json") == b"new"
+    assert store.version("nothing/here") is None and store.replace_if("nothing/here", b"x", "v") is False
+
+
+def test_the_lease_refuses_a_second_driver_until_the_first_lets_go_or_expires(store):
+    first = take_lease(store, "ray/s/driver.lease", seconds=60, owner="node-a:1")
+    with pytest.raises(StorageError, match=r"driver.lease: held by node-a:1 for \d+ s more; another driver runs"):
+        take_lease(store, "ray/s/driver.lease", owner="node-b:2")
+    first.renew()
+    first.release()
+    second = take_lease(store, "ray/s/driver.lease", seconds=0.2, owner="node-b:2")
+    time.sleep(0.3)  # node-b died without letting go: its lease expires and is taken over
+    third = take_lease(store, "ray/s/driver.lease", seconds=60, owner="node-c:3")
+    assert json.loads(store.read("ray/s/driver.lease"))["owner"] == "node-c:3"
+    with pytest.raises(StorageError, match="the lease was taken over by another driver"):
+        second.renew()
+    third.release()
+    assert store.read("ray/s/driver.lease") is None
+
+
+def test_a_damaged_lease_object_holds_nothing(store):
+    store.write("ray/s/driver.lease", b'{"owner": "x", "exp')  # cut short
+    assert take_lease(store, "ray/s/driver.lease", owner="node-a:1").owner == "node-a:1"
+
+
+def test_a_missing_bucket_is_one_line(s3_env):
+    store = open_store("s3://no-such-bucket/studies")
+    for action in (store.check, lambda: store.write("a.json", b"{}"), lambda: store.keys()):
+        with pytest.raises(StorageError) as caught:
+            action()
+        assert str(caught.value) == "s3://no-such-bucket: the bucket does not exist; create it or correct --storage"
+
+
+def test_no_credentials_is_one_line_and_names_none(s3_env, monkeypatch, bucket):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    with pytest.raises(StorageError) as caught:
+        open_store(f"s3://{bucket}/x").check()
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith(f"s3://{bucket}/x: no AWS credentials found")
+
+
+def test_errors_never_repeat_a_credential(s3_env):
+    store = open_store("s3://no-such-bucket/p")
+    lines = []
+    for action in (store.check, lambda: store.read("k"), lambda: store.write("k", b"x"), lambda: store.create("k", b"x")):
+        with pytest.raises(StorageError) as caught:
+            action()
+        lines.append(str(caught.value))
+    assert len(lines) == 4 and not any(CREDENTIALS["AWS_SECRET_ACCESS_KEY"] in line
+                                       or CREDENTIALS["AWS_ACCESS_KEY_ID"] in line for line in lines)
+
+
+@pytest.mark.parametrize("uri, line", [
+    ("gs://bucket/x", "--storage gs://bucket/x: gs:// is not supported; use s3://"),
+    ("s3://", "--storage s3://: name a bucket"),
+])
+def test_a_storage_uri_it_cannot_use_is_one_line(uri, line):
+    with pytest.raises(StorageError, match=line.replace("/", "/").replace(".", r"\.")):
+        open_store(uri)
+
+
+def test_a_directory_store_refuses_keys_that_leave_it(tmp_path):
+    store = open_store(f"file://{tmp_path / 'store'}")
+    for key in ("../outside", "a//b", "/etc/passwd", ""):
+        with pytest.raises(StorageError, match="is not a key of this store"):
+            store.write(key, b"x")
+    assert not (tmp_path / "outside").exists()
