@@ -1,48 +1,15 @@
-"""The object-store layer against a real S3 API on loopback (moto's server, started here on 127.0.0.1)
+"""The object-store layer against a real S3 API on loopback (moto's server on 127.0.0.1, conftest.py)
 and against a local directory: whole-object writes, write-once markers, conditional replacement, a
 lease that refuses a second holder, and one line for every way the storage can be wrong."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
 
 import pytest
 
 from study.store.object_store import DirectoryStore, S3Store, StorageError, open_store, take_lease
-
-moto_server = pytest.importorskip("moto.server", reason="the [test] extra installs moto[server]")
-BUCKETS = itertools.count()
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "test-key-id", "AWS_SECRET_ACCESS_KEY": "test-secret-never-shown",
-               "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def s3_env(s3_endpoint, monkeypatch, tmp_path):
-    for name, value in {**CREDENTIALS, "AWS_ENDPOINT_URL": s3_endpoint, "AWS_CONFIG_FILE": str(tmp_path / "none"),
-                        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    return s3_endpoint
-
-
-@pytest.fixture
-def bucket(s3_env):
-    import boto3
-
-    name = f"studies-{next(BUCKETS)}"
-    boto3.client("s3").create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture(params=["s3", "directory"])
@@ -122,8 +89,8 @@ def test_errors_never_repeat_a_credential(s3_env):
         with pytest.raises(StorageError) as caught:
             action()
         lines.append(str(caught.value))
-    assert len(lines) == 4 and not any(CREDENTIALS["AWS_SECRET_ACCESS_KEY"] in line
-                                       or CREDENTIALS["AWS_ACCESS_KEY_ID"] in line for line in lines)
+    assert len(lines) == 4 and not any(s3_env["AWS_SECRET_ACCESS_KEY"] in line
+                                       or s3_env["AWS_ACCESS_KEY_ID"] in line for line in lines)
 
 
 @pytest.mark.parametrize("uri, line", [

@@ -1,0 +1,109 @@
+"""A study's trial store mirrored between a local directory and an object store
+(``study.store.object_store``), for clusters whose nodes share no file system.
+
+The local directory keeps the layout of ``study.store.trial_store`` and stays what the trainer and
+the tables read; the object store is where the nodes meet. What goes up, and in which order:
+
+- after every epoch, the trial's records (``trial.json``, ``progress.json``, ``history.json``)
+  and its checkpoint: the subword models and ``config.yaml`` once, ``best.pt``, then ``state.pt``
+  last, so a retry that finds ``state.pt`` finds the rest of that epoch's checkpoint beside it
+  (``best.pt`` one epoch ahead of it is the same file the retry writes again: training is
+  deterministic);
+- when the trial finishes, every file of ``finished/KEY/`` and then ``metrics.json`` written once:
+  that marker, as in the local store, is what makes a trial finished, so an upload cut short
+  never counts and a second attempt of the same trial cannot overwrite the first one's result.
+
+Coming down (a retry on another node, the driver of ``--resume`` in an empty directory, a table
+rebuilt from the URI), the marker is copied last for the same reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.run_dir import BEST, CONFIG, SRC_SPM, STATE, TGT_SPM
+from study.store.object_store import ObjectStore
+from study.store.trial_store import FINISHED, TRIALS
+
+RECORDS = ("trial.json", "progress.json", "history.json", "status.json", "error.txt")  # a trial's own records
+CHECKPOINT = Path("run") / "checkpoint"
+CHECKPOINT_ORDER = (CONFIG, SRC_SPM, TGT_SPM, BEST, STATE)  # STATE last: its presence means the set is whole
+MARKER = "metrics.json"
+
+
+class StoreMirror:
+    """``local`` (a study's trial store directory) and ``prefix`` in ``store`` hold the same study."""
+
+    def __init__(self, store: ObjectStore, prefix: str, local: Path):
+        self.store, self.prefix, self.local = store, prefix.strip("/"), Path(local)
+
+    def _remote(self, relative: str) -> str:
+        return f"{self.prefix}/{relative}" if self.prefix else relative
+
+    def _put(self, relative: str) -> None:
+        self.store.write(self._remote(relative), (self.local / relative).read_bytes())
+
+    def _get(self, relative: str) -> bool:
+        data = self.store.read(self._remote(relative))
+        if data is None:
+            return False
+        path = self.local / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_name(f".{path.name}.download")
+        staged.write_bytes(data)
+        staged.replace(path)
+        return True
+
+    # --- going up ----------------------------------------------------------------------
+
+    def push_records(self, key: str) -> None:
+        """The trial's records as they are now (after an epoch, a start or the driver's verdict)."""
+        for name in RECORDS:
+            if (self.local / TRIALS / key / name).is_file():
+                self._put(f"{TRIALS}/{key}/{name}")
+
+    def push_checkpoint(self, key: str, static_done: bool = False) -> None:
+        """The trial's epoch checkpoint, ``state.pt`` last; ``static_done``: the config and subword
+        models went up before (they never change within a run)."""
+        folder = f"{TRIALS}/{key}/{CHECKPOINT.as_posix()}"
+        for name in CHECKPOINT_ORDER:
+            if static_done and name not in (BEST, STATE):
+                continue
+            if (self.local / folder / name).is_file():
+                self._put(f"{folder}/{name}")
+
+    def push_finished(self, key: str) -> bool:
+        """``finished/KEY/``, its marker last and written once: True when this call finished the trial
+        in the store, False when an earlier attempt already had (its result stays)."""
+        folder = self.local / FINISHED / key
+        names = sorted(path.name for path in folder.iterdir() if path.is_file() and path.name != MARKER)
+        for name in names:
+            self._put(f"{FINISHED}/{key}/{name}")
+        return self.store.create(self._remote(f"{FINISHED}/{key}/{MARKER}"), (folder / MARKER).read_bytes())
+
+    # --- coming down -------------------------------------------------------------------
+
+    def pull_checkpoint(self, key: str) -> bool:
+        """The trial's last uploaded checkpoint into the local run directory: True when there was one."""
+        folder = f"{TRIALS}/{key}/{CHECKPOINT.as_posix()}"
+        if self.store.version(self._remote(f"{folder}/{STATE}")) is None:
+            return False
+        for name in CHECKPOINT_ORDER:  # state.pt last: a copy cut short is not taken for a checkpoint
+            self._get(f"{folder}/{name}")
+        return True
+
+    def pull_records(self) -> list[str]:
+        """Every trial's records and every finished trial's results (not their model files) into the
+        local store, markers last; the keys of the finished trials."""
+        finished = []
+        for remote in self.store.keys(self.prefix):
+            relative = remote[len(self.prefix) + 1:] if self.prefix else remote
+            parts = relative.split("/")
+            if len(parts) == 3 and parts[0] == TRIALS and parts[2] in RECORDS:
+                self._get(relative)
+            elif len(parts) == 3 and parts[0] == FINISHED and parts[2] == MARKER:
+                finished.append(parts[1])
+        for key in finished:
+            self._get(f"{FINISHED}/{key}/test.hyp")
+            self._get(f"{FINISHED}/{key}/{MARKER}")
+        return sorted(finished)

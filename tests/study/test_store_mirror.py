@@ -1,0 +1,83 @@
+"""A trial store mirrored through an object store: what one node uploads, another node (or a driver
+in an empty directory) gets back whole, a finished trial counts only once its marker is up, and a
+second attempt cannot overwrite the first one's result. Against moto's S3 server on loopback and a
+directory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from study.store.object_store import DirectoryStore, S3Store
+from study.store.store_mirror import StoreMirror
+from study.store.trial_store import TrialStore
+
+
+KEY = "0123456789ab"
+
+
+@pytest.fixture(params=["s3", "directory"])
+def remote(request, tmp_path):
+    if request.param == "directory":
+        return DirectoryStore(tmp_path / "bucket")
+    return S3Store(request.getfixturevalue("bucket"), "lab")
+
+
+def trained_epochs(store: TrialStore, epochs: int) -> None:
+    """A trial as the trainable leaves it after ``epochs`` epochs: records and an epoch checkpoint."""
+    store.start(KEY, {"key": KEY, "label": "GRU", "row": 0, "seed": 1, "config": {}, "params": {}, "sample": None})
+    for epoch in range(1, epochs + 1):
+        store.progress(KEY, {"epoch": epoch, "valid_bleu": 10.0 * epoch})
+    checkpoint = store.run_dir(KEY) / "checkpoint"
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    for name, data in {"config.yaml": b"model: {}\n", "src.model": b"spm", "best.pt": b"best%d" % epochs,
+                       "state.pt": b"state%d" % epochs}.items():
+        (checkpoint / name).write_bytes(data)
+
+
+def test_a_retry_on_another_node_gets_the_last_uploaded_epoch(remote, tmp_path):
+    node_a, node_b = TrialStore(tmp_path / "a" / "ray" / "s"), TrialStore(tmp_path / "b" / "ray" / "s")
+    mirror_a, mirror_b = (StoreMirror(remote, "ray/s", node.experiment) for node in (node_a, node_b))
+    assert mirror_b.pull_checkpoint(KEY) is False  # nothing uploaded yet: the retry trains from the start
+    trained_epochs(node_a, 3)
+    mirror_a.push_records(KEY)
+    mirror_a.push_checkpoint(KEY)
+    trained_epochs(node_a, 4)  # the next epoch: only what changes goes up
+    mirror_a.push_records(KEY)
+    mirror_a.push_checkpoint(KEY, static_done=True)
+    assert mirror_b.pull_checkpoint(KEY) is True
+    for name in ("config.yaml", "src.model", "best.pt", "state.pt"):
+        assert (node_b.run_dir(KEY) / "checkpoint" / name).read_bytes() == (node_a.run_dir(KEY) / "checkpoint" / name).read_bytes()
+    assert node_b.resume_point(KEY) is not None
+    assert mirror_b.pull_records() == []
+    assert node_b.history(KEY) == node_a.history(KEY) and [e["epoch"] for e in node_b.history(KEY)] == [1, 2, 3, 4]
+    assert node_b.identity(KEY)["label"] == "GRU"
+
+
+def test_a_finished_trial_counts_once_its_marker_is_up_and_only_the_first_result_stays(remote, tmp_path):
+    node_a = TrialStore(tmp_path / "a" / "ray" / "s")
+    trained_epochs(node_a, 2)
+    (node_a.run_dir(KEY) / "test.hyp").write_text("ein Hund\n")
+    node_a.finish(KEY, {"test_bleu": 31.5, "status": "ok"})
+    mirror_a = StoreMirror(remote, "ray/s", node_a.experiment)
+    mirror_a.push_records(KEY)
+
+    # an upload cut short before its marker: the files are up, the trial is not finished
+    for name in ("best.pt", "state.pt", "test.hyp"):
+        remote.write(f"ray/s/finished/{KEY}/{name}", (node_a.finished_dir(KEY) / name).read_bytes())
+    driver = TrialStore(tmp_path / "driver" / "ray" / "s")
+    assert StoreMirror(remote, "ray/s", driver.experiment).pull_records() == []
+    assert driver.finished_metrics(KEY) is None and driver.identity(KEY)["seed"] == 1
+
+    assert mirror_a.push_finished(KEY) is True
+    assert StoreMirror(remote, "ray/s", driver.experiment).pull_records() == [KEY]
+    assert driver.finished_metrics(KEY)["test_bleu"] == 31.5
+    assert (driver.finished_dir(KEY) / "test.hyp").read_text() == "ein Hund\n"
+
+    # a second attempt of the same trial (a worker that outlived its driver) finishes too: the first result stays
+    node_b = TrialStore(tmp_path / "b" / "ray" / "s")
+    trained_epochs(node_b, 2)
+    node_b.finish(KEY, {"test_bleu": 99.0, "status": "ok"})
+    assert StoreMirror(remote, "ray/s", node_b.experiment).push_finished(KEY) is False
+    assert json.loads(remote.read(f"ray/s/finished/{KEY}/metrics.json"))["test_bleu"] == 31.5
