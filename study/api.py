@@ -84,6 +84,7 @@ class StudyRequest:
     gpus_per_trial: float | None = None
     address: str | None = None
     tracking_uri: str | None = None
+    storage: str | None = None  # s3://BUCKET/PREFIX (--storage)
     data_dir: Path | None = None
     langs: str | None = None
     max_trials: int | None = None
@@ -103,6 +104,9 @@ class StudyRequest:
         if self.fresh and (self.resume or self.extend):
             flag = "--resume" if self.resume else "--extend"
             raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")
+        if self.fresh and self.storage:
+            raise UserError(f"--fresh with --storage {self.storage}: the tool deletes nothing in an object store; "
+                            "remove the study's objects there yourself, or choose another prefix")
         if self.langs and not self.data_dir:
             raise UserError("--langs needs --data-dir (the directory of the corpus)")
 
@@ -123,7 +127,7 @@ class StudyRequest:
         for flag, value in (("--seeds", self.seeds), ("--max-concurrent", self.max_concurrent),
                             ("--max-trials", self.max_trials),
                             ("--gpus-per-trial", self.gpus_per_trial), ("--cpus", self.cpus),
-                            ("--address", self.address), ("--tracking-uri", self.tracking_uri),
+                            ("--address", self.address), ("--tracking-uri", self.tracking_uri), ("--storage", self.storage),
                             ("--results", self.results), ("--data-dir", self.data_dir), ("--langs", self.langs)):
             if value is not None:
                 words += _option(flag, str(value))
@@ -138,7 +142,8 @@ class StudyRequest:
         return RunOptions(results=self.results_dir(), resume=self.resume or self.extend, extend=self.extend,
                           fresh=self.fresh, address=self.address, num_cpus=self.cpus,
                           max_concurrent=self.max_concurrent, gpus_per_trial=self.gpus_per_trial,
-                          tracking_uri=self.tracking_uri, data_dir=self.data_dir, langs=self.langs,
+                          tracking_uri=self.tracking_uri, storage=self.storage, data_dir=self.data_dir,
+                          langs=self.langs,
                           verbose=self.verbose, command=self.command_line(), reuse_from=tuple(self.reuse_from),
                           say=self.say)
 
@@ -158,13 +163,14 @@ def _request(name_or_path: StrPath, smoke: bool, seeds: int | None, overrides, r
              resume: bool, extend: bool, fresh: bool, cpus: int | None, max_concurrent: int | None,
              gpus_per_trial: float | None, address: str | None, tracking_uri: str | None, data_dir: StrPath | None,
              langs: str | None, max_trials: int | None, reuse_from: Iterable[str], verbose: bool,
-             say: Callable[[str], None] = print_line) -> StudyRequest:
+             say: Callable[[str], None] = print_line, storage: str | None = None) -> StudyRequest:
     """Keyword arguments as a StudyRequest, each checked for its type (a UserError here, not a
     confusing failure later in the middle of a notebook)."""
     values = {}
     for keyword, value, kind in (("seeds", seeds, int), ("max_concurrent", max_concurrent, int),
                                  ("max_trials", max_trials, int), ("gpus_per_trial", gpus_per_trial, float),
                                  ("cpus", cpus, int), ("address", address, str), ("tracking_uri", tracking_uri, str),
+                                 ("storage", storage, str),
                                  ("langs", langs, str)):
         values[keyword] = None if value is None else kind(checked(keyword, value, kind))
     return StudyRequest(study=checked_path("name_or_path", name_or_path), smoke=smoke,
@@ -181,7 +187,7 @@ def run_study(name_or_path: StrPath, *, smoke: bool = False, seeds: int | None =
               max_concurrent: int | None = None, gpus_per_trial: float | None = None, address: str | None = None,
               tracking_uri: str | None = None, data_dir: StrPath | None = None, langs: str | None = None,
               max_trials: int | None = None, reuse_from: Iterable[str] = (), verbose: bool = False,
-              say: Callable[[str], None] = print_line) -> pandas.DataFrame:
+              say: Callable[[str], None] = print_line, storage: str | None = None) -> pandas.DataFrame:
     """Run a study and return its table: one row per configuration, the columns of
     ``results/<study>/table.csv`` (``label``, ``bleu_mean``, ``bleu_std``, ``ci_low``,
     ``ci_high``, ``delta``, ``p_value``, ``n``, ...).
@@ -202,6 +208,8 @@ def run_study(name_or_path: StrPath, *, smoke: bool = False, seeds: int | None =
       this many trials at once, the GPU share of each trial.
     - ``address``: run on an existing Ray cluster (``"10.0.0.5:6379"``, ``"auto"``).
     - ``tracking_uri``: an MLflow tracking server instead of ``<results>/mlflow.db``.
+    - ``storage``: ``"s3://bucket/prefix"``: the trial store and exports are kept there too, for a
+      cluster without a shared file system (``--storage``).
     - ``data_dir``, ``langs``: train on the parallel corpus in ``data_dir`` with language pair
       ``langs`` (``"en-de"``) instead of the study's data.
     - ``max_trials``: refuse a study of more trials (default 2000).
@@ -215,7 +223,8 @@ def run_study(name_or_path: StrPath, *, smoke: bool = False, seeds: int | None =
     SIGTERM): its finished trials are kept and ``resume=True`` continues it.
     """
     request = _request(name_or_path, smoke, seeds, overrides, results, resume, extend, fresh, cpus, max_concurrent,
-                       gpus_per_trial, address, tracking_uri, data_dir, langs, max_trials, reuse_from, verbose, say)
+                       gpus_per_trial, address, tracking_uri, data_dir, langs, max_trials, reuse_from, verbose, say,
+                       storage)
     exit_code = run_request(request)
     name = study_path(request.study).stem  # a study's name is its file's name (checked when it loaded)
     if exit_code != 0:
@@ -230,7 +239,8 @@ def dry_run(name_or_path: StrPath, **kwargs) -> int:
     trains and writes nothing (``python -m study.run NAME --dry-run``)."""
     defaults = dict(smoke=False, seeds=None, overrides=(), results=None, resume=False, extend=False, fresh=False,
                     cpus=None, max_concurrent=None, gpus_per_trial=None, address=None, tracking_uri=None,
-                    data_dir=None, langs=None, max_trials=None, reuse_from=(), verbose=False, say=print_line)
+                    data_dir=None, langs=None, max_trials=None, reuse_from=(), verbose=False, say=print_line,
+                    storage=None)
     unknown = set(kwargs) - set(defaults)
     if unknown:
         raise UserError(f"dry_run: unknown argument {sorted(unknown)[0]!r}; it takes run_study's arguments")

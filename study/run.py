@@ -35,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--address", help="join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
                                           "starting a local one")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///<results>/mlflow.db)")
+    parser.add_argument("--storage", metavar="URI",
+                        help="also keep the trial store (records, checkpoints, finished trials) and the exports in "
+                             "an object store, s3://BUCKET/PREFIX (AWS_ENDPOINT_URL for an S3-compatible one), for a "
+                             "cluster without a shared file system: a trial retried on another node continues from "
+                             "its last uploaded epoch, and --resume with the same URI continues the study from any "
+                             "machine, even from an empty --results directory"),
     parser.add_argument("--results", type=Path, default=None,
                         help="results directory (default: ./results, and ./results/smoke for --smoke runs, so a "
                              "check never mixes with a full run's results)")
@@ -70,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     request = StudyRequest(study=args.name, smoke=args.smoke, overrides=list(args.overrides), seeds=args.seeds,
                            results=args.results, resume=args.resume, extend=args.extend, fresh=args.fresh,
                            cpus=args.cpus, max_concurrent=args.max_concurrent, gpus_per_trial=args.gpus_per_trial,
-                           address=args.address, tracking_uri=args.tracking_uri, data_dir=args.data_dir,
+                           address=args.address, tracking_uri=args.tracking_uri, storage=args.storage, data_dir=args.data_dir,
                            langs=args.langs, max_trials=args.max_trials, reuse_from=tuple(args.reuse_from),
                            verbose=args.verbose,
                            command="python -m study.run " + " ".join(shlex.quote(a) for a in typed))

@@ -46,6 +46,7 @@ from study.execution.ray_setup import (
     trial_resources,
     trials_at_once,
 )
+from study.execution.remote_study import mirrored_study, pull_trial_records
 from study.execution.row_cost import row_work
 from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri
 from study.execution.tuner import build_tuner
@@ -138,6 +139,7 @@ def finalize_trials(spec: StudySpec, opts: RunOptions, exp_dir: Path) -> tuple[l
         trial.config["train"]["device"] = "cuda" if resources["gpu"] > 0 else "cpu"
         trial.config["train"]["numerics"] = spec.fields.numerics  # how the CPU computes: not in the trial key
         trial.storage = str(exp_dir)
+        trial.mirror = opts.storage or ""
     return trials, plan_adoption(TrialStore(exp_dir), trials)
 
 
@@ -159,10 +161,11 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
         with StudyLock(results_root, spec.name, opts.command):
             check_real_tree(study_dir, "study directory")
             check_real_tree(exp_dir, "trial store")
-            if opts.resume:  # what the run acts on is checked as input first (--fresh replaces the store)
-                TrialStore(exp_dir).check_records()
-            say_followed_link(results_root, experiment_dir(results_root, spec.name), opts.say)
-            return _run_locked(spec, opts, results_root, study_dir, exp_dir, address, resources)
+            with mirrored_study(opts.storage, spec.name, study_dir, exp_dir, opts.say):
+                if opts.resume:  # what the run acts on is checked as input first (--fresh replaces the store)
+                    TrialStore(exp_dir).check_records()
+                say_followed_link(results_root, experiment_dir(results_root, spec.name), opts.say)
+                return _run_locked(spec, opts, results_root, study_dir, exp_dir, address, resources)
     finally:
         _remove_if_empty(made)
 
@@ -383,6 +386,7 @@ def run_trials(spec: StudySpec, opts: RunOptions, trials: list[Trial], tracker: 
         finally:
             tuner = None  # Tune's Ray handles go before Ray does, also from a traceback's frame (see BackgroundShutdown)
     check_storage(exp_dir, storage, spec.name, continue_command(spec, opts))
+    pull_trial_records(opts.storage, spec.name, exp_dir)  # trials that ran on other nodes, with --storage
     return load_records(results_root, spec.name), bool(received)
 
 

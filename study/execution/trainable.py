@@ -24,7 +24,10 @@ from ray import tune
 from nmt.config import config_from_dict
 from nmt.numerics import apply_numerics
 from nmt.typed_config import apply_overrides
+from study.execution.remote_study import trial_store_prefix
+from study.store.object_store import open_store
 from study.store.provenance import cpu_description
+from study.store.store_mirror import StoreMirror
 from study.store.trial_store import TrialStore
 
 TRIAL = "trial"  # param_space key of the expanded trial (spec.Trial as a dict)
@@ -81,7 +84,10 @@ def train_trial(config: dict) -> None:
 
     key = trial_key(config)
     store = TrialStore(Path(trial["storage"]))
+    mirror = trial_mirror(trial, store)
     with store.hold(key):
+        if mirror is not None and store.finished_metrics(key) is None:
+            mirror.pull_trial(key)  # another node may have finished it, or trained some of its epochs
         finished = store.finished_metrics(key)
         node, cpu = _node_id(), cpu_description()
         if finished is not None:  # it keeps the node and CPU that trained it (its committed record stays as it was)
@@ -98,10 +104,15 @@ def train_trial(config: dict) -> None:
         if finished is not None:  # finished before the driver went away
             _report_final(finished, identity)
             return
+        uploaded = []  # the checkpoint's static files went up (once a run)
 
         def report(metrics: dict, checkpoint_dir: Path) -> None:
             clean = finite_metrics({**metrics, **identity, "final": 0})
             store.progress(key, clean)
+            if mirror is not None:  # before Ray hears of the epoch: a retry elsewhere continues after it
+                mirror.push_records(key)
+                mirror.push_checkpoint(key, static_done=bool(uploaded))
+                uploaded.append(True)
             tune.report(clean)
 
         resume_from = store.resume_point(key)
@@ -112,7 +123,17 @@ def train_trial(config: dict) -> None:
         store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
                                      for epoch in metrics.get("history", [])])
         store.finish(key, {**metrics, **machine})
+        if mirror is not None:
+            mirror.push_records(key)
+            mirror.push_finished(key)  # its marker last, and once
     _report_final(metrics, identity)
+
+
+def trial_mirror(trial: dict, store: TrialStore) -> StoreMirror | None:
+    """The trial store's mirror in the study's ``--storage`` (study.store.store_mirror), or None."""
+    if not trial.get("mirror"):
+        return None
+    return StoreMirror(open_store(trial["mirror"]), trial_store_prefix(store.experiment.name), store.experiment)
 
 
 def _report_final(metrics: dict, identity: dict) -> None:

@@ -211,6 +211,7 @@ class Trial:
     config: dict  # the resolved NMT config (YAML shape)
     changes: dict  # the keys this row changes against the base
     storage: str = ""  # the study's trial records (study.store.trial_store; set by the runner)
+    mirror: str = ""  # --storage URI the trial mirrors its records and checkpoints to ("" for none)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -23,6 +23,7 @@ class RunOptions:
     max_concurrent: int | None = None
     gpus_per_trial: float | None = None
     tracking_uri: str | None = None
+    storage: str | None = None  # s3://bucket/prefix: the trial store and exports are mirrored there (study.store.store_mirror)
     data_dir: Path | None = None
     langs: str | None = None
     verbose: bool = False

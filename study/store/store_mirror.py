@@ -92,6 +92,21 @@ class StoreMirror:
             self._get(f"{folder}/{name}")
         return True
 
+    def pull_trial(self, key: str) -> bool:
+        """One trial as the store holds it, for the node about to train it: finished (its result,
+        marker last: True), or its records and last checkpoint (False)."""
+        if self.store.version(self._remote(f"{FINISHED}/{key}/{MARKER}")) is not None:
+            for remote in self.store.keys(self._remote(f"{FINISHED}/{key}")):
+                name = remote.rsplit("/", 1)[-1]
+                if name != MARKER:
+                    self._get(f"{FINISHED}/{key}/{name}")
+            self._get(f"{FINISHED}/{key}/{MARKER}")
+            return True
+        for name in RECORDS:
+            self._get(f"{TRIALS}/{key}/{name}")
+        self.pull_checkpoint(key)
+        return False
+
     def pull_records(self) -> list[str]:
         """Every trial's records and every finished trial's results (not their model files) into the
         local store, markers last; the keys of the finished trials."""

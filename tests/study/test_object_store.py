@@ -1,4 +1,4 @@
-"""The object-store layer against a real S3 API on loopback (moto's server on 127.0.0.1, conftest.py)
+"""The object-store layer against a real S3 API on loopback (moto's server on 127.0.0.1, tests/conftest.py)
 and against a local directory: whole-object writes, write-once markers, conditional replacement, a
 lease that refuses a second holder, and one line for every way the storage can be wrong."""
 
