@@ -338,6 +338,21 @@ def holder_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def _dead_here(holder: str) -> bool:
+    """Whether the holder ran on this machine and its process is gone (a driver killed with -9 here): its
+    lease need not be waited out."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, under another user
+        return False
+    return False
+
+
 def take_lease(store: ObjectStore, key: str, seconds: float = 120.0, owner: str | None = None) -> Lease:
     """The lease at ``key``, or ``StorageError`` naming its holder while another one holds it."""
     lease = Lease(store, key, owner or holder_name(), seconds)
@@ -350,7 +365,7 @@ def take_lease(store: ObjectStore, key: str, seconds: float = 120.0, owner: str 
         holder, expires = str(record["owner"]), float(record["expires"])
     except (ValueError, KeyError, TypeError):  # a damaged lease object holds nothing
         holder, expires = "?", 0.0
-    if expires > time.time():
+    if expires > time.time() and not _dead_here(holder):
         raise StorageError(f"{store.where(key)}: held by {holder} for {expires - time.time():.0f} s more; another "
                            "driver runs this study (stop it first, or wait for its lease to expire)")
     if version is None or not store.replace_if(key, lease.record(), version):

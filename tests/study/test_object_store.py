@@ -5,6 +5,7 @@ lease that refuses a second holder, and one line for every way the storage can b
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -58,6 +59,20 @@ def test_the_lease_refuses_a_second_driver_until_the_first_lets_go_or_expires(st
         second.renew()
     third.release()
     assert store.read("ray/s/driver.lease") is None
+
+
+def test_a_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(store):
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    take_lease(store, "ray/s/driver.lease", seconds=600, owner=f"{socket.gethostname()}:{gone}")
+    assert take_lease(store, "ray/s/driver.lease", owner="node-a:1").owner == "node-a:1"
+    # a holder elsewhere, or alive here, is waited for
+    with pytest.raises(StorageError, match="held by node-a:1"):
+        take_lease(store, "ray/s/driver.lease", owner=f"{socket.gethostname()}:{os.getpid()}")
 
 
 def test_a_damaged_lease_object_holds_nothing(store):
