@@ -37,7 +37,7 @@ MIN_RISE = 0.1  # a fitted rise over the window below this many points of the me
 def slope_test(scores: list[float]) -> tuple[float, float]:
     """The least-squares slope of the last ``WINDOW`` scores and the one-sided p-value of "the slope
     is above 0"; (NaN, NaN) with fewer than ``MIN_EPOCHS`` scores."""
-    tail = [float(s) for s in scores if s is not None and math.isfinite(float(s))][-WINDOW:]
+    tail = _window(scores)
     k = len(tail)
     if k < MIN_EPOCHS:
         return math.nan, math.nan
@@ -61,8 +61,12 @@ def on_plateau(scores: list[float]) -> bool | None:
     slope, p_value = slope_test(scores)
     if math.isnan(p_value):
         return None
-    window = min(WINDOW, sum(1 for s in scores if s is not None and math.isfinite(float(s))))
-    return p_value >= ALPHA or slope * (window - 1) < MIN_RISE
+    return p_value >= ALPHA or slope * (len(_window(scores)) - 1) < MIN_RISE
+
+
+def _window(scores: list[float]) -> list[float]:
+    """The last ``WINDOW`` finite scores (a diverged epoch is no point)."""
+    return [float(s) for s in scores if s is not None and math.isfinite(float(s))][-WINDOW:]
 
 
 def plateau_by_trial(progress: pd.DataFrame | None, metric: str = "valid_bleu", mode: str = "max") -> dict[str, bool | None]:

@@ -16,6 +16,7 @@ import contextlib
 import threading
 from pathlib import Path
 
+from nmt.fileio import write_bytes
 from study.store.object_store import Lease, StorageError, open_store, take_lease
 from study.store.store_mirror import StoreMirror
 from study.store.study_state import STATE_FILE
@@ -66,8 +67,7 @@ def _pull_study_files(store, study: str, study_dir: Path) -> None:
     for name in STUDY_FILES:
         data = store.read(f"{study}/{name}")
         if data is not None and not (study_dir / name).exists():
-            study_dir.mkdir(parents=True, exist_ok=True)
-            (study_dir / name).write_bytes(data)
+            write_bytes(study_dir / name, data)
 
 
 def _push_study(store, study: str, study_dir: Path, exp_dir: Path) -> None:

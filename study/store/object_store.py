@@ -27,12 +27,12 @@ import fcntl
 import json
 import os
 import socket
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.errors import UserError
+from nmt.fileio import write_bytes
 
 
 class StorageError(UserError):
@@ -109,13 +109,10 @@ class DirectoryStore(ObjectStore):
         return self.root.joinpath(*parts)
 
     def _staged(self, path: Path, data: bytes) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        return Path(name)
+        """A complete copy beside ``path`` under a name of its own, for ``create`` to link into place."""
+        staged = path.with_name(f".{path.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+        write_bytes(staged, data)
+        return staged
 
     def read(self, key):
         try:
@@ -131,8 +128,7 @@ class DirectoryStore(ObjectStore):
         return f"{stat.st_mtime_ns}-{stat.st_size}-{stat.st_ino}"
 
     def write(self, key, data):
-        path = self._path(key)
-        self._staged(path, data).replace(path)
+        write_bytes(self._path(key), data)
 
     def create(self, key, data):
         path = self._path(key)
@@ -150,7 +146,7 @@ class DirectoryStore(ObjectStore):
         with self._locked(path):
             if self.version(key) != version:
                 return False
-            self._staged(path, data).replace(path)
+            write_bytes(path, data)
             return True
 
     @contextlib.contextmanager

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nmt.fileio import write_bytes
 from nmt.run_dir import BEST, CONFIG, SRC_SPM, STATE, TGT_SPM
 from study.store.object_store import ObjectStore
 from study.store.trial_store import FINISHED, TRIALS
@@ -47,11 +48,7 @@ class StoreMirror:
         data = self.store.read(self._remote(relative))
         if data is None:
             return False
-        path = self.local / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staged = path.with_name(f".{path.name}.download")
-        staged.write_bytes(data)
-        staged.replace(path)
+        write_bytes(self.local / relative, data)  # whole or not at all, like every file of the store
         return True
 
     # --- going up ----------------------------------------------------------------------
