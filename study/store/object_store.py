@@ -216,7 +216,8 @@ class S3Store(ObjectStore):
         except ClientError as err:
             raise _client_error(self, what, key, err) from None
         except BotoCoreError as err:
-            raise StorageError(f"{self.where(key)}: cannot {what} ({type(err).__name__}); check AWS_ENDPOINT_URL "
+            where = self.where(key) if key else self.uri
+            raise StorageError(f"{where}: cannot {what} ({type(err).__name__}); check AWS_ENDPOINT_URL "
                                "and the network") from None
 
     def read(self, key):
