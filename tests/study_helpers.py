@@ -48,9 +48,9 @@ def study(*args: str, env: dict, timeout: int = 600, module: str = "study.run") 
     return result
 
 
-def start_study(*args: str, env: dict) -> subprocess.Popen:
+def start_study(*args: str, env: dict, cwd: Path = ROOT) -> subprocess.Popen:
     """A study driver in its own process group, its output (stdout and stderr) readable line by line."""
-    return subprocess.Popen([sys.executable, "-m", "study.run", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "study.run", *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -76,13 +76,15 @@ class LoopbackCluster:
     Each node runs in its own session so that the kernel's per-session CPU sharing (autogroup)
     treats it like a separate machine: left in the test's session, Ray's low-priority (nice 15)
     trial workers starved behind the test processes of the other xdist worker. On exit only
-    these nodes are killed; ``ray stop`` would kill every Ray instance on the machine."""
+    these nodes are killed; ``ray stop`` would kill every Ray instance on the machine.
+    ``places``: per node, (its working directory, extra environment), as separate machines would differ."""
 
-    def __init__(self, env: dict, nodes: int = 2):
+    def __init__(self, env: dict, nodes: int = 2, places: list[tuple[Path, dict]] | None = None):
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.env = env
         self.count = nodes
+        self.places = places or [(ROOT, {})] * nodes
         self.nodes: list[subprocess.Popen] = []
 
     def __enter__(self) -> LoopbackCluster:
@@ -102,8 +104,10 @@ class LoopbackCluster:
         return self
 
     def _start(self, command: list[str]) -> subprocess.Popen:
-        return subprocess.Popen(command, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+        cwd, extra = self.places[len(self.nodes)]
+        Path(cwd).mkdir(parents=True, exist_ok=True)
+        return subprocess.Popen(command, env={**self.env, **extra}, cwd=cwd, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
 
     def wait_for_nodes(self, count: int, timeout: float = 120) -> None:
         probe = (f"import ray; ray.init(address='{self.address}', logging_level='ERROR'); "

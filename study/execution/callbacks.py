@@ -71,15 +71,19 @@ class MlflowCallback(tune.Callback):
     """Per-epoch metrics of every trial into its MLflow child run, as results arrive; the run
     ends (final metrics, artifacts, status) when its trial ends, not when the study does."""
 
-    def __init__(self, tracker: StudyTracker, store: TrialStore, storage: StorageStopper):
+    def __init__(self, tracker: StudyTracker, store: TrialStore, storage: StorageStopper,
+                 pull: Callable[[str], None] | None = None):
         self.tracker = tracker
         self.store = store
         self.storage = storage
+        self.pull = pull  # with --storage: brings a trial's records down (it may have run on another node)
 
     def _finish(self, trial) -> None:
 
         if self.storage.trouble() is not None:
             return  # the results directory is in trouble: the study stops, --resume reconciles
+        if self.pull is not None:
+            self.pull(trial_key(trial.config))
         record = trial_record(self.store, trial_key(trial.config))
         if record is not None and record["status"] != "running":
             self.tracker.reconcile([record])

@@ -49,6 +49,7 @@ from study.execution.ray_setup import (
 from study.execution.remote_study import mirrored_study, pull_trial_records
 from study.execution.row_cost import row_work
 from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri
+from study.execution.trainable import ray_node_id
 from study.execution.tuner import build_tuner
 from study.spec.expansion import expand, study_axes
 from study.spec.loading import spec_to_dict
@@ -375,6 +376,10 @@ def run_trials(spec: StudySpec, opts: RunOptions, trials: list[Trial], tracker: 
     storage = StorageStopper(exp_dir)
     with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
         work = None if spec.fields.search is not None else row_work(trials, stats)
+        if opts.storage:  # a trial on another node keeps its working copy in that node's scratch (trainable)
+            node = ray_node_id()
+            for trial in trials:
+                trial.home_node = node
         tuner, to_run = build_tuner(spec, trials, opts, tracker, results_root, exp_dir, storage, Path(ray_storage),
                                     row_work=work)
         try:

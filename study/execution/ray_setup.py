@@ -133,6 +133,17 @@ def _local_store(uri: str) -> bool:
     return database is not None and database.parent.is_dir() and os.access(database.parent, os.W_OK)
 
 
+STORAGE_PLACE = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def storage_env(opts: RunOptions) -> dict:
+    """Where the driver's ``--storage`` store is (endpoint and region), for the trial workers: never who may use
+    it, each node takes its credentials from its own chain (environment, instance or pod role)."""
+    if not (opts.storage or "").startswith("s3://"):
+        return {}
+    return {name: os.environ[name] for name in STORAGE_PLACE if os.environ.get(name)}
+
+
 def start_ray(opts: RunOptions, numerics: str = "portable") -> None:
     """Ray, local or the cluster at --address, with trial workers that start with the malloc settings
     (nmt.memory) and the study's numerics (nmt.numerics) in their environment."""
@@ -145,7 +156,8 @@ def start_ray(opts: RunOptions, numerics: str = "portable") -> None:
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     # the trial workers keep freed memory (nmt.memory)
     kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
-              "configure_logging": True, "runtime_env": {"env_vars": {**malloc_env(), **numerics_env(numerics)}}}
+              "configure_logging": True,
+              "runtime_env": {"env_vars": {**malloc_env(), **numerics_env(numerics), **storage_env(opts)}}}
     address = opts.address or os.environ.get("RAY_ADDRESS") or None
     try:
         if address:

@@ -16,41 +16,38 @@ import contextlib
 import threading
 from pathlib import Path
 
-from nmt.fileio import write_bytes
 from study.store.object_store import Lease, StorageError, open_store, take_lease
 from study.store.store_mirror import StoreMirror
-from study.store.study_state import STATE_FILE
-from study.store.trial_store import TrialStore
+from study.store.study_transfer import pull_study_files, pull_trials, push_study, trial_store_prefix
 
 LEASE_SECONDS = 120.0  # renewed every third of it; a driver that died frees the study after this long
-STUDY_FILES = (STATE_FILE, "command.txt")  # what --resume needs of the study folder
-
-
-def trial_store_prefix(study: str) -> str:
-    return f"ray/{study}"
 
 
 @contextlib.contextmanager
 def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, say):
     """Hold the study's lease in ``uri`` and keep ``study_dir`` and ``exp_dir`` mirrored there for the
-    run inside; nothing at all without a URI."""
+    run inside; nothing at all without a URI. A pull refused (a damaged object) puts nothing up."""
     if not uri:
         yield
         return
     store = open_store(uri)
     store.check()
     lease = take_lease(store, f"{trial_store_prefix(study)}/driver.lease", LEASE_SECONDS)
-    renewal = _Renewal(lease, say)
     try:
-        _pull_study_files(store, study, study_dir)
-        finished = pull_trial_records(uri, study, exp_dir)
-        say(f"storage: {uri}: {len(finished)} finished trial(s) of {study} there")
-        renewal.start()
+        finished = pull_trials(store, study, exp_dir)  # checked whole before any of it is written
+        pull_study_files(store, study, study_dir)
+    except BaseException:
+        lease.release()
+        raise
+    say(f"storage: {uri}: {len(finished)} finished trial(s) of {study} there")
+    renewal = _Renewal(lease, say)
+    renewal.start()
+    try:
         yield
     finally:
         renewal.stop()
         try:
-            _push_study(store, study, study_dir, exp_dir)
+            push_study(store, study, study_dir, exp_dir)
         finally:
             lease.release()
 
@@ -60,25 +57,14 @@ def pull_trial_records(uri: str | None, study: str, exp_dir: Path) -> list[str]:
     store, markers last; the finished trials' keys ([] without a URI)."""
     if not uri:
         return []
-    return StoreMirror(open_store(uri), trial_store_prefix(study), exp_dir).pull_records()
+    return pull_trials(open_store(uri), study, exp_dir)
 
 
-def _pull_study_files(store, study: str, study_dir: Path) -> None:
-    for name in STUDY_FILES:
-        data = store.read(f"{study}/{name}")
-        if data is not None and not (study_dir / name).exists():
-            write_bytes(study_dir / name, data)
-
-
-def _push_study(store, study: str, study_dir: Path, exp_dir: Path) -> None:
-    """The exports (every file of the study folder) and each trial's records as the driver left them."""
-    if study_dir.is_dir():
-        for path in sorted(study_dir.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                store.write(f"{study}/{path.relative_to(study_dir).as_posix()}", path.read_bytes())
-    mirror = StoreMirror(store, trial_store_prefix(study), exp_dir)
-    for key in TrialStore(exp_dir).keys():
-        mirror.push_records(key)
+def pull_trial_results(uri: str | None, study: str, exp_dir: Path, key: str) -> None:
+    """One trial's records and results from ``uri`` (it may have run on another node) before the driver
+    reads them; nothing without a URI."""
+    if uri:
+        StoreMirror(open_store(uri), trial_store_prefix(study), exp_dir).pull_results(key)
 
 
 class _Renewal:

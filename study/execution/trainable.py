@@ -17,6 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from ray import tune
@@ -24,11 +27,11 @@ from ray import tune
 from nmt.config import config_from_dict
 from nmt.numerics import apply_numerics
 from nmt.typed_config import apply_overrides
-from study.execution.remote_study import trial_store_prefix
 from study.store.object_store import open_store
 from study.store.provenance import cpu_description
 from study.store.store_mirror import StoreMirror
-from study.store.trial_store import TrialStore
+from study.store.study_transfer import trial_store_prefix
+from study.store.trial_store import FINISHED, TRIALS, TrialStore
 
 TRIAL = "trial"  # param_space key of the expanded trial (spec.Trial as a dict)
 SAMPLE = "sample"  # config key of a search trial's Optuna trial number (its stable identity)
@@ -83,50 +86,64 @@ def train_trial(config: dict) -> None:
     from nmt.trainer import run  # torch is imported in the worker, not when Tune pickles this function
 
     key = trial_key(config)
-    store = TrialStore(Path(trial["storage"]))
+    scratch = scratch_store(trial)
+    store = TrialStore(scratch or Path(trial["storage"]))
     mirror = trial_mirror(trial, store)
-    with store.hold(key):
-        if mirror is not None and store.finished_metrics(key) is None:
-            mirror.pull_trial(key)  # another node may have finished it, or trained some of its epochs
-        finished = store.finished_metrics(key)
-        node, cpu = _node_id(), cpu_description()
-        if finished is not None:  # it keeps the node and CPU that trained it (its committed record stays as it was)
-            stored = store.identity(key) or {}
-            node = finished.get("node_id") or stored.get("node_id") or node
-            cpu = finished.get("cpu") or stored.get("cpu")  # none for a record from before CPUs were recorded
-        # the CPU: a seed trained on another CPU type can differ in the last bits, and from there on in its scores
-        machine = {"node_id": node, **({"cpu": cpu} if cpu else {})}
-        identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], **machine}
-        # written again also for a finished trial: a record damaged since is made whole
-        store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
-                          "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
-                          **machine})
-        if finished is not None:  # finished before the driver went away
-            _report_final(finished, identity)
-            return
-        uploaded = []  # the checkpoint's static files went up (once a run)
+    in_store = False  # the trial's result is safe in --storage: a scratch copy can go
+    try:
+        with store.hold(key):
+            if mirror is not None and store.finished_metrics(key) is None:
+                mirror.pull_trial(key)  # another node may have finished it, or trained some of its epochs
+            finished = store.finished_metrics(key)
+            machine = _machine(store, key, finished)
+            identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], **machine}
+            # written again also for a finished trial: a record damaged since is made whole
+            store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
+                              "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
+                              **machine})
+            if finished is not None:  # finished before the driver went away
+                in_store = mirror is not None
+                _report_final(finished, identity)
+                return
+            uploaded = []  # the checkpoint's static files went up (once a run)
 
-        def report(metrics: dict, checkpoint_dir: Path) -> None:
-            clean = finite_metrics({**metrics, **identity, "final": 0})
-            store.progress(key, clean)
-            if mirror is not None:  # before Ray hears of the epoch: a retry elsewhere continues after it
+            def report(metrics: dict, checkpoint_dir: Path) -> None:
+                clean = finite_metrics({**metrics, **identity, "final": 0})
+                store.progress(key, clean)
+                if mirror is not None:  # before Ray hears of the epoch: a retry elsewhere continues after it
+                    mirror.push_records(key)
+                    mirror.push_checkpoint(key, static_done=bool(uploaded))
+                    uploaded.append(True)
+                tune.report(clean)
+
+            resume_from = store.resume_point(key)
+            if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
+                store.forget_progress(key)
+            metrics = run(cfg, store.run_dir(key), report=report, resume_from=resume_from,
+                          log=lambda line: print(line, flush=True))
+            store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
+                                         for epoch in metrics.get("history", [])])
+            store.finish(key, {**metrics, **machine})
+            if mirror is not None:
                 mirror.push_records(key)
-                mirror.push_checkpoint(key, static_done=bool(uploaded))
-                uploaded.append(True)
-            tune.report(clean)
-
-        resume_from = store.resume_point(key)
-        if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
-            store.forget_progress(key)
-        metrics = run(cfg, store.run_dir(key), report=report, resume_from=resume_from,
-                      log=lambda line: print(line, flush=True))
-        store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
-                                     for epoch in metrics.get("history", [])])
-        store.finish(key, {**metrics, **machine})
-        if mirror is not None:
-            mirror.push_records(key)
-            mirror.push_finished(key)  # its marker last, and once
+                mirror.push_finished(key)  # its marker last, and once
+                in_store = True
+    finally:
+        if scratch is not None and in_store:  # the node keeps nothing of a trial the store holds
+            drop_scratch(scratch, key)
     _report_final(metrics, identity)
+
+
+def _machine(store: TrialStore, key: str, finished: dict | None) -> dict:
+    """The node and CPU of the trial: this one's, or for a finished trial those that trained it (its committed
+    record stays as it was). The CPU: a seed trained on another CPU type can differ in the last bits, and from
+    there on in its scores."""
+    node, cpu = ray_node_id(), cpu_description()
+    if finished is not None:
+        stored = store.identity(key) or {}
+        node = finished.get("node_id") or stored.get("node_id") or node
+        cpu = finished.get("cpu") or stored.get("cpu")  # none for a record from before CPUs were recorded
+    return {"node_id": node, **({"cpu": cpu} if cpu else {})}
 
 
 def trial_mirror(trial: dict, store: TrialStore) -> StoreMirror | None:
@@ -136,11 +153,31 @@ def trial_mirror(trial: dict, store: TrialStore) -> StoreMirror | None:
     return StoreMirror(open_store(trial["mirror"]), trial_store_prefix(store.experiment.name), store.experiment)
 
 
+def scratch_store(trial: dict) -> Path | None:
+    """Where a trial mirrored to ``--storage`` keeps its working copy on a node other than the driver's,
+    whose results directory that node may not have: ``$RNMT_SCRATCH`` (default: the system's temporary
+    directory, ``rnmt-scratch``), per node and study. None on the driver's node or without a mirror."""
+    if not trial.get("mirror") or not trial.get("home_node"):
+        return None
+    node = ray_node_id()
+    if not node or node == trial["home_node"]:
+        return None
+    base = Path(os.environ.get("RNMT_SCRATCH") or Path(tempfile.gettempdir()) / "rnmt-scratch")
+    return base / node[:16] / "ray" / Path(trial["storage"]).name
+
+
+def drop_scratch(scratch: Path, key: str) -> None:
+    """A finished trial's working copy in a node's scratch (written by this trainable alone)."""
+    for folder in (scratch / TRIALS / key, scratch / FINISHED / key):
+        if folder.parent.parent == scratch and folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+
+
 def _report_final(metrics: dict, identity: dict) -> None:
     tune.report(finite_metrics({**metrics, **identity, "final": 1}))
 
 
-def _node_id() -> str:
+def ray_node_id() -> str:
     """Which Ray node ran the trial (diagnostics: trials spread over a cluster)."""
     # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
     import ray

@@ -4,11 +4,13 @@ that record and track them, and ASHA when the study asks for it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from pathlib import Path
 
 from study.execution.disk_watch import StorageStopper
 from study.execution.ray_setup import trial_resources, trials_at_once
+from study.execution.remote_study import pull_trial_results
 from study.execution.tracking import StudyTracker
 from study.execution.trainable import SAMPLE
 from study.spec.model import StudySpec, Trial
@@ -49,7 +51,8 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     finished_before = {} if spec.fields.search is not None else {
         trial.key: {**metrics, "label": trial.label} for trial in trials
         if (metrics := store.finished_metrics(trial.key)) is not None}
-    callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage),
+    pull = functools.partial(pull_trial_results, opts.storage, spec.name, exp_dir) if opts.storage else None
+    callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage, pull),
                  ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before,
                                   planned=None if spec.fields.search is not None else
                                   {trial.key: trial.label for trial in trials}, row_work=row_work,

@@ -212,6 +212,7 @@ class Trial:
     changes: dict  # the keys this row changes against the base
     storage: str = ""  # the study's trial records (study.store.trial_store; set by the runner)
     mirror: str = ""  # --storage URI the trial mirrors its records and checkpoints to ("" for none)
+    home_node: str = ""  # with a mirror, the driver's Ray node: a trial on another node works in node-local scratch
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

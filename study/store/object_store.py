@@ -80,7 +80,7 @@ class ObjectStore:
         raise NotImplementedError
 
     def keys(self, prefix: str = "") -> list[str]:
-        """Every key under ``prefix``, sorted."""
+        """Every key under the folder ``prefix`` ("ray/a" holds "ray/a/x", not "ray/ab/x"), sorted."""
         raise NotImplementedError
 
     def delete(self, key: str) -> None:
@@ -254,7 +254,8 @@ class S3Store(ObjectStore):
         return True
 
     def keys(self, prefix=""):
-        start = self._key(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        # a folder, as in a directory: "ray/a" must not list "ray/ab/..."
+        start = f"{self._key(prefix.strip('/'))}/" if prefix else (f"{self.prefix}/" if self.prefix else "")
         found, token = [], None
         while True:
             extra = {"ContinuationToken": token} if token else {}

@@ -19,17 +19,19 @@ rebuilt from the URI), the marker is copied last for the same reason.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from nmt.fileio import write_bytes
 from nmt.run_dir import BEST, CONFIG, SRC_SPM, STATE, TGT_SPM
-from study.store.object_store import ObjectStore
+from study.store.object_store import ObjectStore, StorageError
 from study.store.trial_store import FINISHED, TRIALS
 
 RECORDS = ("trial.json", "progress.json", "history.json", "status.json", "error.txt")  # a trial's own records
 CHECKPOINT = Path("run") / "checkpoint"
 CHECKPOINT_ORDER = (CONFIG, SRC_SPM, TGT_SPM, BEST, STATE)  # STATE last: its presence means the set is whole
 MARKER = "metrics.json"
+RESULTS = ("test.hyp", "config.yaml")  # what the tables and MLflow read of a finished trial (test.hyp first)
 
 
 class StoreMirror:
@@ -45,7 +47,7 @@ class StoreMirror:
         self.store.write(self._remote(relative), (self.local / relative).read_bytes())
 
     def _get(self, relative: str) -> bool:
-        data = self.store.read(self._remote(relative))
+        data = self._fetch(relative)  # a damaged record is refused before it reaches the local store
         if data is None:
             return False
         write_bytes(self.local / relative, data)  # whole or not at all, like every file of the store
@@ -106,16 +108,63 @@ class StoreMirror:
 
     def pull_records(self) -> list[str]:
         """Every trial's records and every finished trial's results (not their model files) into the
-        local store, markers last; the keys of the finished trials."""
-        finished = []
+        local store, markers last; the keys of the finished trials. Everything is read and checked
+        before anything is written: a damaged object leaves the local store as it was."""
+        records, finished = [], []
         for remote in self.store.keys(self.prefix):
             relative = remote[len(self.prefix) + 1:] if self.prefix else remote
             parts = relative.split("/")
             if len(parts) == 3 and parts[0] == TRIALS and parts[2] in RECORDS:
-                self._get(relative)
+                records.append(relative)
             elif len(parts) == 3 and parts[0] == FINISHED and parts[2] == MARKER:
                 finished.append(parts[1])
+        fetched = [(relative, self._fetch(relative)) for relative in records]
         for key in finished:
-            self._get(f"{FINISHED}/{key}/test.hyp")
-            self._get(f"{FINISHED}/{key}/{MARKER}")
+            fetched += self._fetch_results(key)
+        for relative, data in fetched:  # each finished trial's marker comes after its results
+            if data is not None:
+                write_bytes(self.local / relative, data)
         return sorted(finished)
+
+    def pull_results(self, key: str) -> bool:
+        """A trial's records and, when it finished, what the tables read of its result (its
+        translations and config, then its marker; not its model files): True when it finished."""
+        fetched = [(f"{TRIALS}/{key}/{name}", self._fetch(f"{TRIALS}/{key}/{name}")) for name in RECORDS]
+        results = self._fetch_results(key)
+        for relative, data in fetched + results:
+            if data is not None:
+                write_bytes(self.local / relative, data)
+        return bool(results)
+
+    def _fetch(self, relative: str) -> bytes | None:
+        remote = self._remote(relative)
+        data = self.store.read(remote)
+        if data is not None and relative.endswith(".json"):
+            check_json(self.store.where(remote), data)
+        return data
+
+    def _fetch_results(self, key: str) -> list[tuple[str, bytes | None]]:
+        """[(relative path, contents)] of a finished trial's results, its marker last; [] when unfinished."""
+        marker = f"{FINISHED}/{key}/{MARKER}"
+        data = self._fetch(marker)
+        if data is None:
+            return []
+        results = [(f"{FINISHED}/{key}/{name}", self._fetch(f"{FINISHED}/{key}/{name}")) for name in RESULTS]
+        # a trial that evaluated on the test set wrote its translations: a marker without them was left by
+        # someone removing objects, and the tables would lack the trial's significance tests
+        if results[0][1] is None and "test_bleu" in json.loads(data):
+            raise StorageError(f"{self.store.where(self._remote(results[0][0]))}: missing beside its trial's "
+                               f"marker {MARKER}; delete {self.store.where(self._remote(marker))} and run the "
+                               "study with --resume: that trial is trained again, nothing else changes")
+        return [*results, (marker, data)]
+
+
+def check_json(where: str, data: bytes) -> None:
+    """A record that came down whole but is not what the tool wrote (edited, truncated on its way in
+    by another program) is refused in one line naming the object."""
+    try:
+        json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        raise StorageError(f"{where}: not valid JSON (damaged or cut short); nothing was copied from it; delete "
+                           "that object and run the study with --resume: its trial continues from its last "
+                           "checkpoint or is trained again, nothing else changes") from None

@@ -5,13 +5,27 @@ first holds the study's lease."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import secrets
 import signal
+import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
-from study_helpers import grid_study, start_study, study, table_rows
+from study_helpers import (
+    LoopbackCluster,
+    free_port,
+    grid_study,
+    skip_if_ray_node_lost,
+    start_study,
+    study,
+    table_rows,
+)
 
 from study.store.object_store import open_store, take_lease
 
@@ -59,6 +73,32 @@ def test_fresh_with_storage_is_refused_in_one_line(tmp_path, ray_env):
         "objects there yourself, or choose another prefix")
 
 
+@contextlib.contextmanager
+def mlflow_server(tmp_path: Path, env: dict):
+    """An MLflow tracking server on loopback that stores and serves the artifacts (``tmp_path/artifacts``);
+    its URI."""
+    port = free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "1",
+                               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                               "--artifacts-destination", str(tmp_path / "artifacts")],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.time() < deadline, "the MLflow server did not start"
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
 QUALITY = ("label", "bleu_mean", "bleu_std", "n", "epochs", "best_epoch", "valid_bleu", "chrf")
 
 
@@ -89,3 +129,56 @@ def test_a_driver_killed_mid_study_is_resumed_from_an_empty_directory_to_the_sam
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert ([{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "b", "tiny_kill")]
             == [{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "c", "tiny_kill")])
+
+
+def test_a_worker_node_killed_mid_epoch_hands_its_trial_to_the_other_node_through_the_store(tmp_path, ray_env, s3_env,
+                                                                                             bucket):
+    """Two Ray nodes in different working directories, no shared results directory: the worker node keeps its
+    trial's working copy in its own scratch and the store; killed mid-epoch, its trial continues on the head node
+    from the last uploaded checkpoint. MLflow is a tracking server on loopback that serves the artifacts."""
+    env = {**ray_env, **s3_env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
+    scratch = tmp_path / "worker" / "scratch"
+    places = [(tmp_path / "head", {}), (tmp_path / "worker", {"RNMT_SCRATCH": str(scratch)})]
+    with mlflow_server(tmp_path, env) as tracking, LoopbackCluster(env, nodes=2, places=places) as cluster:
+        study_file = tmp_path / "driver" / "nodes_s3.yaml"
+        study_file.parent.mkdir()
+        study_file.write_text(grid_study("nodes_s3", VARIANTS, seeds=1, epochs=8).replace("size: 300,", "size: 600,"))
+        uri, results = f"s3://{bucket}/cluster", tmp_path / "driver" / "results"
+        driver = start_study(str(study_file), "--results", str(results), "--address", cluster.address,
+                             "--storage", uri, "--tracking-uri", tracking, env=env, cwd=tmp_path / "driver")
+        store = open_store(uri)
+        deadline = time.time() + 400
+        moved = None
+        while moved is None:  # a trial on the worker node with an epoch in the store
+            assert driver.poll() is None and time.time() < deadline, "no trial of the worker node reached the store"
+            for state in scratch.glob("*/ray/nodes_s3/trials/*/run/checkpoint/state.pt"):
+                key = state.parents[2].name
+                if store.version(f"ray/nodes_s3/trials/{key}/run/checkpoint/state.pt") is not None:
+                    moved = key
+            time.sleep(0.3)
+        assert not (results / "ray" / "nodes_s3" / "trials" / moved / "run").exists()  # it never wrote there
+        cluster.kill_node(1)
+        rest, _ = driver.communicate(timeout=500)
+        skip_if_ray_node_lost(driver.returncode, rest)
+        assert driver.returncode == 0, rest[-3000:]
+        finished = {path.parent.name: json.loads(path.read_text())
+                    for path in (results / "ray" / "nodes_s3" / "finished").glob("*/metrics.json")}
+        assert len(finished) == 2 and all(m["status"] == "ok" and m["epochs"] == 8 for m in finished.values())
+        assert finished[moved]["resumes"] >= 1  # continued from the worker node's upload, not trained again
+        assert len({m["node_id"] for m in finished.values()}) == 1  # both ended on the head node
+        assert not list(scratch.glob(f"*/ray/nodes_s3/finished/{moved}"))  # the worker node finished nothing
+        assert store.read("nodes_s3/table.md") == (results / "nodes_s3" / "table.md").read_bytes()
+
+        # every trial is one finished child run on the tracking server, its translations served as artifacts
+        import mlflow
+
+        client = mlflow.MlflowClient(tracking)
+        (experiment,) = [e for e in client.search_experiments() if e.name == "nodes_s3"]
+        runs = client.search_runs([experiment.experiment_id])
+        children = [run for run in runs if "trial_key" in run.data.tags]
+        assert sorted(run.data.tags["trial_key"] for run in children) == sorted(finished)
+        assert all(run.info.status == "FINISHED" for run in children)
+        for run in children:
+            assert "test.hyp" in {item.path for item in client.list_artifacts(run.info.run_id)}
+            assert len(client.get_metric_history(run.info.run_id, "valid_bleu")) == 8
+        assert list((tmp_path / "artifacts").rglob("test.hyp"))  # stored by the server, not written by the client

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from study.store.object_store import DirectoryStore, S3Store
+from study.store.object_store import DirectoryStore, S3Store, StorageError
 from study.store.store_mirror import StoreMirror
 from study.store.trial_store import TrialStore
 
@@ -81,3 +81,50 @@ def test_a_finished_trial_counts_once_its_marker_is_up_and_only_the_first_result
     node_b.finish(KEY, {"test_bleu": 99.0, "status": "ok"})
     assert StoreMirror(remote, "ray/s", node_b.experiment).push_finished(KEY) is False
     assert json.loads(remote.read(f"ray/s/finished/{KEY}/metrics.json"))["test_bleu"] == 31.5
+
+
+def finished_in_store(remote, tmp_path) -> TrialStore:
+    """KEY finished on node a and in the store (with its translations)."""
+    node_a = TrialStore(tmp_path / "a" / "ray" / "s")
+    trained_epochs(node_a, 2)
+    (node_a.run_dir(KEY) / "test.hyp").write_text("a b\n")
+    node_a.finish(KEY, {"status": "ok", "epochs": 2, "test_bleu": 12.5})
+    mirror = StoreMirror(remote, "ray/s", node_a.experiment)
+    mirror.push_records(KEY)
+    mirror.push_finished(KEY)
+    return node_a
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+@pytest.mark.parametrize("name", [f"trials/{KEY}/progress.json", f"finished/{KEY}/metrics.json"])
+def test_a_damaged_record_is_one_line_naming_the_object_and_nothing_comes_down(remote, tmp_path, damage, name):
+    finished_in_store(remote, tmp_path)
+    original = remote.read(f"ray/s/{name}")
+    remote.write(f"ray/s/{name}", b"\x00\xff garbage" if damage == "garbage" else original[: len(original) // 2])
+    node_b = TrialStore(tmp_path / "b" / "ray" / "s")
+    with pytest.raises(StorageError) as refused:
+        StoreMirror(remote, "ray/s", node_b.experiment).pull_records()
+    assert str(refused.value).startswith(f"{remote.where(f'ray/s/{name}')}: not valid JSON (damaged or cut short)")
+    assert "\n" not in str(refused.value) and "delete that object" in str(refused.value)
+    assert not node_b.experiment.exists()  # checked whole before anything was written
+    remote.write(f"ray/s/{name}", original)  # nothing else was lost: mended, it comes down whole
+    assert StoreMirror(remote, "ray/s", node_b.experiment).pull_records() == [KEY]
+
+
+def test_translations_missing_beside_a_marker_are_one_line_and_a_trial_without_a_test_needs_none(remote, tmp_path):
+    finished_in_store(remote, tmp_path)
+    remote.delete(f"ray/s/finished/{KEY}/test.hyp")
+    node_b = TrialStore(tmp_path / "b" / "ray" / "s")
+    with pytest.raises(StorageError, match=rf"finished/{KEY}/test.hyp: missing beside its trial's marker metrics.json; "
+                                           rf"delete .*finished/{KEY}/metrics.json and run the study with --resume"):
+        StoreMirror(remote, "ray/s", node_b.experiment).pull_records()
+    assert not node_b.experiment.exists()
+    remote.write(f"ray/s/finished/{KEY}/metrics.json", json.dumps({"status": "diverged", "epochs": 1}).encode())
+    assert StoreMirror(remote, "ray/s", node_b.experiment).pull_records() == [KEY]  # it never translated the test set
+    assert node_b.finished_metrics(KEY)["status"] == "diverged"
+
+
+def test_a_study_of_a_longer_name_is_not_listed_with_it(remote, tmp_path):
+    finished_in_store(remote, tmp_path)
+    remote.write("ray/s2/trials/x/trial.json", b"{}")
+    assert sorted(remote.keys("ray/s")) == sorted(key for key in remote.keys("ray") if key.startswith("ray/s/"))

@@ -1,0 +1,71 @@
+"""A whole study between a local results directory and an object store (``--storage URI``).
+
+In the store a study is two folders, as under ``--results``: ``NAME/`` (the study folder: ``study.json``,
+``command.txt`` and the exports, tables and figures) and ``ray/NAME/`` (the trial store, mirrored
+trial by trial by ``study.store.store_mirror``). The driver of ``study.run`` brings both down before it
+reads anything and puts them up when it ends; the reading commands (``study.table``, ``study.list``,
+``study.compare``, the Python API) bring them down into their ``--results`` and read there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nmt.fileio import write_bytes
+from study.store.object_store import ObjectStore
+from study.store.records import experiment_dir
+from study.store.store_mirror import StoreMirror, check_json
+from study.store.study_state import STATE_FILE
+from study.store.trial_store import TrialStore
+
+STUDY_FILES = (STATE_FILE, "command.txt")  # what --resume needs of the study folder
+
+
+def trial_store_prefix(study: str) -> str:
+    return f"ray/{study}"
+
+
+def pull_study_files(store: ObjectStore, study: str, study_dir: Path) -> None:
+    """``study.json`` and ``command.txt`` where the local study folder has none (a driver's own copy
+    stays: its checks compare the two)."""
+    for name in STUDY_FILES:
+        data = store.read(f"{study}/{name}")
+        if data is not None and not (study_dir / name).exists():
+            if name.endswith(".json"):
+                check_json(store.where(f"{study}/{name}"), data)
+            write_bytes(study_dir / name, data)
+
+
+def pull_trials(store: ObjectStore, study: str, exp_dir: Path) -> list[str]:
+    """Every trial's records into the local trial store, markers last; the finished trials' keys."""
+    return StoreMirror(store, trial_store_prefix(study), exp_dir).pull_records()
+
+
+def push_study(store: ObjectStore, study: str, study_dir: Path, exp_dir: Path) -> None:
+    """The study folder (every file) and each trial's records as they are locally."""
+    if study_dir.is_dir():
+        for path in sorted(study_dir.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                store.write(f"{study}/{path.relative_to(study_dir).as_posix()}", path.read_bytes())
+    mirror = StoreMirror(store, trial_store_prefix(study), exp_dir)
+    for key in TrialStore(exp_dir).keys():
+        mirror.push_records(key)
+
+
+def stored_studies(store: ObjectStore) -> list[str]:
+    """The names of the studies whose trial store is in ``store``."""
+    names = {key.split("/")[1] for key in store.keys("ray") if key.count("/") >= 2}
+    return sorted(names)
+
+
+def bring_down(store: ObjectStore, study: str, results_root: Path) -> int:
+    """A study as the store holds it into ``results_root`` for reading: its study folder (the store's
+    copy replaces a local one: the store is where the study lives) and its trial records; the number
+    of finished trials. Nothing is written into the store."""
+    study_dir = results_root / study
+    for key in store.keys(study):
+        relative = key[len(study) + 1:]
+        data = store.read(key)
+        if data is not None and ".." not in relative.split("/"):
+            write_bytes(study_dir / relative, data)
+    return len(pull_trials(store, study, experiment_dir(results_root, study)))
