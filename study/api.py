@@ -38,6 +38,7 @@ from study.analysis.comparison import compare_studies
 from study.analysis.exports import RebuiltExports, rebuild_exports
 from study.analysis.html_report import write_study_report
 from study.analysis.listing import list_studies, show_trials
+from study.analysis.progress import study_name
 from study.execution.driver import corpus_in
 from study.execution.driver import dry_run_study as dry_run_spec
 from study.execution.driver import run_study as run_spec
@@ -46,6 +47,7 @@ from study.execution.row_timing import time_study
 from study.spec.loading import load_study, study_path
 from study.spec.model import MAX_TRIALS, checked_study_name
 from study.spec.options import RunOptions, print_line
+from study.store.study_transfer import pull_studies
 
 if TYPE_CHECKING:  # pandas is imported when a table is read, not with this module
     import pandas
@@ -247,9 +249,27 @@ def dry_run(name_or_path: StrPath, **kwargs) -> int:
     return run_request(_request(name_or_path, **{**defaults, **kwargs}), dry_run=True)
 
 
-def rebuild_tables(name: StrPath, results: StrPath = "results", say: Callable[[str], None] = print) -> RebuiltExports:
+def fetch_studies(storage: str, names: Iterable[StrPath] | None = None, results: StrPath = "results",
+                  say: Callable[[str], None] = print) -> dict[str, int]:
+    """Bring studies run with ``--storage URI`` (``s3://bucket/prefix``) from that store into ``results``
+    (every study there when ``names`` is None), so that the reading commands and functions work on them
+    from any machine; {study: finished trials}. Nothing is written into the store."""
+    uri = checked("storage", storage, str)
+    wanted = None if names is None else [study_name(checked_path("name", name)) for name in names]
+    root = Path(checked_path("results", results))
+    fetched = pull_studies(uri, wanted, root)
+    for name, finished in fetched.items():
+        say(f"storage: {uri}: {name}: {finished} finished trial(s) into {root / name}")
+    return fetched
+
+
+def rebuild_tables(name: StrPath, results: StrPath = "results", say: Callable[[str], None] = print,
+                   storage: str | None = None) -> RebuiltExports:
     """Rebuild a study's tables, plots and report from its stored trials, training nothing
-    (``python -m study.table NAME``); returns what was written and the table."""
+    (``python -m study.table NAME``); returns what was written and the table. ``storage``: the
+    study's ``--storage`` URI, read from there (``fetch_studies``)."""
+    if storage is not None:
+        fetch_studies(storage, [name], results, say)
     return rebuild_exports(Path(checked_path("results", results)), checked_path("name", name), say=say)
 
 
@@ -258,14 +278,18 @@ def write_report(name: str, results: StrPath = "results") -> Path:
     return write_study_report(name, Path(checked_path("results", results)))
 
 
-def load_table(name: StrPath, results: StrPath = "results") -> pandas.DataFrame:
+def load_table(name: StrPath, results: StrPath = "results", storage: str | None = None) -> pandas.DataFrame:
     """The table of a study that ran (``<results>/<name>/table.csv``) as a DataFrame, without
     running anything: ``load_table("cells", results="results/reference")`` reads a committed
     reference study, ``load_table("cells", results="results/smoke")`` a ``--smoke`` check.
     ``name`` may also be the study's ``.yaml`` file. Raises ``nmt.errors.UserError`` when the
-    directory holds no table of that study."""
+    directory holds no table of that study. ``storage``: the study's ``--storage`` URI, its table read
+    from there (``fetch_studies``)."""
     # pandas loads when a table is read, not with the API
     import pandas as pd
+
+    if storage is not None:
+        fetch_studies(storage, [name], results, say=lambda line: None)
 
 
     text = checked_path("name", name)

@@ -33,10 +33,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="the row every Δ and p-value is measured against, as labelled in the combined table "
                              "(default: the first study's reference row)")
     parser.add_argument("--title", default=None, help="table and figure title")
+    parser.add_argument("--storage", metavar="URI", default=None,
+                        help="read the studies from the object store their runs used (study.run --storage "
+                             "s3://BUCKET/PREFIX); they are copied into --results first")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     args = parser.parse_args(argv)
     # after parsing: --help and a bad argument answer before pandas and matplotlib load
-    from study.api import compare_studies
+    from study.api import compare_studies, fetch_studies
+
+    if args.storage is not None:
+        fetch_studies(args.storage, args.sources, args.results)
 
     comparison, outputs = compare_studies(args.sources, args.results, out=args.out, reference=args.reference,
                                           title=args.title)

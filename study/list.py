@@ -22,11 +22,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, action="append", metavar="DIR",
                         help="look for results in DIR (repeatable; default: results, results/smoke, "
                              "results/reference)")
+    parser.add_argument("--storage", metavar="URI", default=None,
+                        help="also list what an object store holds (study.run --storage s3://BUCKET/PREFIX): its "
+                             "studies (or NAME) are copied into the first --results directory first")
     args = parser.parse_args(argv)
     # after parsing: --help answers before the study files load
-    from study.api import list_studies, show_trials
+    from study.api import fetch_studies, list_studies, show_trials
 
     places = args.results or None
+    if args.storage is not None:
+        fetch_studies(args.storage, [args.study] if args.study else None, (args.results or [Path("results")])[0])
     print("\n".join(show_trials(places, args.study) if args.study else list_studies(places)))
     return 0
 

@@ -17,6 +17,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(and an ablation's additivity table).")
     parser.add_argument("name", help="the study's name (or its .yaml file)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="results directory (default: ./results)")
+    parser.add_argument("--storage", metavar="URI", default=None,
+                        help="read the study from the object store its run used (study.run --storage "
+                             "s3://BUCKET/PREFIX); it is copied into --results first, nothing is written there")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     return parser
 
@@ -26,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     # after parsing: --help and a bad argument answer before pandas, matplotlib and the spec load
     from study.api import rebuild_tables
 
-    rebuild_tables(args.name, args.results)
+    rebuild_tables(args.name, args.results, storage=args.storage)
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmt.fileio import write_bytes
-from study.store.object_store import ObjectStore
+from study.store.object_store import ObjectStore, StorageError, open_store
 from study.store.records import experiment_dir
 from study.store.store_mirror import StoreMirror, check_json
 from study.store.study_state import STATE_FILE
@@ -61,11 +61,30 @@ def stored_studies(store: ObjectStore) -> list[str]:
 def bring_down(store: ObjectStore, study: str, results_root: Path) -> int:
     """A study as the store holds it into ``results_root`` for reading: its study folder (the store's
     copy replaces a local one: the store is where the study lives) and its trial records; the number
-    of finished trials. Nothing is written into the store."""
-    study_dir = results_root / study
+    of finished trials. Everything is checked before anything is written; nothing goes into the store."""
+    files = []
     for key in store.keys(study):
         relative = key[len(study) + 1:]
         data = store.read(key)
         if data is not None and ".." not in relative.split("/"):
-            write_bytes(study_dir / relative, data)
-    return len(pull_trials(store, study, experiment_dir(results_root, study)))
+            if relative.endswith(".json"):
+                check_json(store.where(key), data)
+            files.append((relative, data))
+    finished = pull_trials(store, study, experiment_dir(results_root, study))
+    for relative, data in files:
+        write_bytes(results_root / study / relative, data)
+    return len(finished)
+
+
+def pull_studies(uri: str, names: list[str] | None, results_root: Path) -> dict[str, int]:
+    """The studies ``names`` (every study there when None) from the store at ``uri`` into ``results_root``
+    for the reading commands; {name: finished trials}. A name the store does not hold is one line."""
+    store = open_store(uri)
+    store.check()
+    held = stored_studies(store)
+    for name in names or ():
+        if name not in held:
+            there = ", ".join(held) if held else "none"
+            raise StorageError(f"--storage {uri}: no study {name} there (studies there: {there}); check the name "
+                               "and the URI (the one its study.run was given)")
+    return {name: bring_down(store, name, results_root) for name in (held if names is None else names)}

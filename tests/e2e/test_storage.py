@@ -64,6 +64,66 @@ def test_a_study_on_s3_resumes_from_an_empty_directory_with_the_same_table(tmp_p
     assert third.returncode == 2 and len(third.stderr.strip().splitlines()) == 1, third.stderr
     assert "driver.lease: held by elsewhere:1" in third.stderr and not (tmp_path / "c" / "tiny_s3").exists()
 
+    reading_commands_read_the_store(tmp_path / "reader", study_file, uri, table, env)
+    damaged_objects_are_one_line_and_cost_nothing(tmp_path / "damaged", study_file, uri, env)
+
+
+def one_line(result, *parts: str) -> str:
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = result.stderr.strip().splitlines()
+    assert all(part in line for part in parts), line
+    return line
+
+
+def reading_commands_read_the_store(folder: Path, study_file: Path, uri: str, table: str, env: dict) -> None:
+    """study.table, study.list, study.compare and the Python API, each from an empty directory."""
+    rebuilt = study("tiny_s3", "--results", str(folder / "table"), "--storage", uri, env=env, module="study.table")
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    assert f"storage: {uri}: tiny_s3: 2 finished trial(s) into" in rebuilt.stdout
+    assert (folder / "table" / "tiny_s3" / "table.md").read_text(encoding="utf-8") == table
+    listed = study("tiny_s3", "--results", str(folder / "list"), "--storage", uri, env=env, module="study.list")
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    assert listed.stdout.count("finished") >= 2 and "GRU" in listed.stdout and "RNN" in listed.stdout
+    compared = study("tiny_s3", "--reference", "GRU", "--results", str(folder / "compare"), "--storage", uri, env=env,
+                     module="study.compare")
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    assert "RNN" in compared.stdout
+    from study.api import load_table
+
+    frame = load_table("tiny_s3", results=folder / "api", storage=uri)
+    assert list(frame["label"]) == ["GRU", "RNN"]
+    one_line(study("nothing_here", "--results", str(folder / "x"), "--storage", uri, env=env, module="study.table"),
+             f"--storage {uri}: no study nothing_here there (studies there: tiny_s3)")
+
+
+def damaged_objects_are_one_line_and_cost_nothing(folder: Path, study_file: Path, uri: str, env: dict) -> None:
+    """Garbage, a truncated record and a missing object in the store; a bucket that does not exist: one line,
+    exit 2, nothing written locally, and once mended the study reads whole again."""
+    store = open_store(uri)
+    progress = next(key for key in store.keys("ray/tiny_s3/trials") if key.endswith("/progress.json"))
+    marker = next(key for key in store.keys("ray/tiny_s3/finished") if key.endswith("/metrics.json"))
+    hyp = marker.replace("metrics.json", "test.hyp")
+    for key, damage in ((progress, b"\x00garbage"), (marker, store.read(marker)[:40]), (hyp, None)):
+        original = store.read(key)
+        if damage is None:
+            store.delete(key)
+        else:
+            store.write(key, damage)
+        resumed = study(str(study_file), "--cpus", "2", "--results", str(folder), "--storage", uri, "--resume", env=env)
+        if damage is None:
+            one_line(resumed, f"{uri}/{hyp}: missing beside its trial's marker metrics.json; delete {uri}/{marker}")
+        else:
+            one_line(resumed, f"{uri}/{key}: not valid JSON (damaged or cut short)", "delete that object")
+        assert not folder.exists()  # nothing half-written
+        assert store.read("ray/tiny_s3/driver.lease") is None  # the refused driver let the study go
+        store.write(key, original)
+    rebuilt = study("tiny_s3", "--results", str(folder), "--storage", uri, env=env, module="study.table")
+    assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
+    bucket = uri.split("/")[2]
+    one_line(study(str(study_file), "--results", str(folder / "no-bucket"), "--storage", f"s3://{bucket}-missing/x",
+                   env=env), f"s3://{bucket}-missing: the bucket does not exist")
+    assert not (folder / "no-bucket").exists()
+
 
 def test_fresh_with_storage_is_refused_in_one_line(tmp_path, ray_env):
     result = study("ablation_srnmt", "--smoke", "--fresh", "--storage", "s3://bucket/x", "--results",
@@ -182,3 +242,61 @@ def test_a_worker_node_killed_mid_epoch_hands_its_trial_to_the_other_node_throug
             assert "test.hyp" in {item.path for item in client.list_artifacts(run.info.run_id)}
             assert len(client.get_metric_history(run.info.run_id, "valid_bleu")) == 8
         assert list((tmp_path / "artifacts").rglob("test.hyp"))  # stored by the server, not written by the client
+
+
+@contextlib.contextmanager
+def s3_with_credentials(tmp_path: Path):
+    """A moto S3 server on loopback that checks credentials (its IAM emulation): (its endpoint, a key id and
+    secret it accepts, with a bucket "lab" made with them)."""
+    import boto3  # with moto: the [test] extra
+
+    port = free_port()
+    # the first three requests (the user, its key, its policy) are let through; every later one is checked
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3", "MOTO_IAM_LOAD_MANAGED_POLICIES": "false"}
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.time() < deadline, "the moto server did not start"
+                time.sleep(0.2)
+        admin = boto3.session.Session(aws_access_key_id="admin", aws_secret_access_key="admin", region_name="us-east-1")
+        iam = admin.client("iam", endpoint_url=endpoint)
+        iam.create_user(UserName="lab")
+        key = iam.create_access_key(UserName="lab")["AccessKey"]
+        iam.put_user_policy(UserName="lab", PolicyName="everything", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+        boto3.session.Session(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"],
+                              region_name="us-east-1").client("s3", endpoint_url=endpoint).create_bucket(Bucket="lab")
+        yield endpoint, key["AccessKeyId"], key["SecretAccessKey"]
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def test_wrong_credentials_are_one_line_that_repeats_no_secret(tmp_path, ray_env, monkeypatch):
+    study_file = tmp_path / "creds.yaml"
+    study_file.write_text(grid_study("creds", VARIANTS, seeds=1, epochs=1))
+    with s3_with_credentials(tmp_path) as (endpoint, key_id, secret):
+        base = {**ray_env, "AWS_ENDPOINT_URL": endpoint, "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+        base.pop("AWS_PROFILE", None)
+        wrong_secret = "wrong-secret-0123456789"
+        for key, value in ((key_id, wrong_secret), ("AKIAUNKNOWNKEY000000", secret)):
+            env = {**base, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": value}
+            result = study(str(study_file), "--results", str(tmp_path / "r"), "--storage", "s3://lab/x", env=env)
+            line = one_line(result, "s3://lab/x: the storage refused these credentials", "check AWS_PROFILE")
+            assert value not in result.stdout + result.stderr and secret not in line
+            assert not (tmp_path / "r").exists()
+        # the right ones reach the bucket: the refusals above were the credentials'
+        from study.store.object_store import S3Store
+
+        for name, value in {**base, "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}.items():
+            if name.startswith("AWS_"):
+                monkeypatch.setenv(name, value)
+        S3Store("lab", "x").check()
