@@ -109,6 +109,19 @@ class MlflowCallback(tune.Callback):
         self.tracker.log_epoch(self._run_id(trial), metrics, step)
 
 
+class TrialEndCallback(tune.Callback):
+    """Calls ``action`` whenever a trial ends (finished, failed or stopped)."""
+
+    def __init__(self, action: Callable[[], None]):
+        self.action = action
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self.action()
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self.action()
+
+
 class OptunaLinkCallback(tune.Callback):
     """Each Optuna trial (optuna-dashboard) names its table row, trial key and MLflow run as
     user attributes, set when its Ray trial starts (its child run exists by then)."""

@@ -50,7 +50,7 @@ from study.execution.remote_study import mirrored_study, pull_trial_records
 from study.execution.row_cost import row_work
 from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri
 from study.execution.trainable import ray_node_id
-from study.execution.tuner import build_tuner
+from study.execution.tuner import build_tuner, optuna_database
 from study.spec.expansion import expand, study_axes
 from study.spec.loading import spec_to_dict
 from study.spec.model import StudySpec, Trial
@@ -162,7 +162,8 @@ def run_study(spec: StudySpec, opts: RunOptions) -> int:
         with StudyLock(results_root, spec.name, opts.command):
             check_real_tree(study_dir, "study directory")
             check_real_tree(exp_dir, "trial store")
-            with mirrored_study(opts.storage, spec.name, study_dir, exp_dir, opts.say):
+            search_db = optuna_database(results_root) if spec.fields.search is not None else None
+            with mirrored_study(opts.storage, spec.name, study_dir, exp_dir, opts.say, search_db):
                 if opts.resume:  # what the run acts on is checked as input first (--fresh replaces the store)
                     TrialStore(exp_dir).check_records()
                 say_followed_link(results_root, experiment_dir(results_root, spec.name), opts.say)

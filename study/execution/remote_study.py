@@ -18,15 +18,23 @@ from pathlib import Path
 
 from study.store.object_store import Lease, StorageError, open_store, take_lease
 from study.store.store_mirror import StoreMirror
-from study.store.study_transfer import pull_study_files, pull_trials, push_study, trial_store_prefix
+from study.store.study_transfer import (
+    pull_search,
+    pull_study_files,
+    pull_trials,
+    push_search,
+    push_study,
+    trial_store_prefix,
+)
 
 LEASE_SECONDS = 120.0  # renewed every third of it; a driver that died frees the study after this long
 
 
 @contextlib.contextmanager
-def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, say):
-    """Hold the study's lease in ``uri`` and keep ``study_dir`` and ``exp_dir`` mirrored there for the
-    run inside; nothing at all without a URI. A pull refused (a damaged object) puts nothing up."""
+def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, say, search_db: Path | None = None):
+    """Hold the study's lease in ``uri`` and keep ``study_dir`` and ``exp_dir`` (and a search's Optuna study in
+    ``search_db``) mirrored there for the run inside; nothing at all without a URI. A pull refused (a damaged
+    object) puts nothing up."""
     if not uri:
         yield
         return
@@ -35,6 +43,8 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
     lease = take_lease(store, f"{trial_store_prefix(study)}/driver.lease", LEASE_SECONDS)
     try:
         finished = pull_trials(store, study, exp_dir)  # checked whole before any of it is written
+        if search_db is not None:
+            pull_search(store, study, search_db)
         pull_study_files(store, study, study_dir)
     except BaseException:
         lease.release()
@@ -48,6 +58,8 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
         renewal.stop()
         try:
             push_study(store, study, study_dir, exp_dir)
+            if search_db is not None:
+                push_search(store, study, search_db)
         finally:
             lease.release()
 
@@ -58,6 +70,24 @@ def pull_trial_records(uri: str | None, study: str, exp_dir: Path) -> list[str]:
     if not uri:
         return []
     return pull_trials(open_store(uri), study, exp_dir)
+
+
+def search_pusher(uri: str | None, study: str, search_db: Path, say):
+    """A function that puts a search's Optuna study up (after each trial that ends: a driver that dies leaves
+    the store a search that knows its samples); a failure is said once, the study goes on. None without a URI."""
+    if not uri:
+        return None
+    failed = []
+
+    def push() -> None:
+        try:
+            push_search(open_store(uri), study, search_db)
+        except StorageError as err:
+            if not failed:
+                say(f"warning: {err} (the Optuna study goes up again when the run ends)")
+            failed.append(err)
+
+    return push
 
 
 def pull_trial_results(uri: str | None, study: str, exp_dir: Path, key: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from study.execution.disk_watch import StorageStopper
 from study.execution.ray_setup import trial_resources, trials_at_once
-from study.execution.remote_study import pull_trial_results
+from study.execution.remote_study import pull_trial_results, search_pusher
 from study.execution.tracking import StudyTracker
 from study.execution.trainable import SAMPLE
 from study.spec.model import StudySpec, Trial
@@ -31,7 +31,13 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     from ray import tune
 
     # they load Ray: imported when the trials start
-    from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
+    from study.execution.callbacks import (
+        MlflowCallback,
+        OptunaLinkCallback,
+        ProgressCallback,
+        TrialEndCallback,
+        VerdictCallback,
+    )
     from study.execution.trainable import TRIAL, train_trial
 
     resources = trial_resources(spec, opts)
@@ -59,6 +65,9 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
                                   say=opts.say)]
     if spec.fields.search is not None:
         callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
+        push = search_pusher(opts.storage, spec.name, optuna_database(results_root), opts.say)
+        if push is not None:
+            callbacks.append(TrialEndCallback(push))
     if spec.fields.scheduler.type == "asha":
         # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
         from ray.tune.schedulers import ASHAScheduler
@@ -152,5 +161,10 @@ def _optuna(spec: StudySpec, results_root: Path, keep: bool):
     return searcher
 
 
+def optuna_database(results_root: Path) -> Path:
+    """The SQLite file of the Optuna studies of the searches under ``results_root``."""
+    return (results_root / "optuna.db").resolve()
+
+
 def optuna_storage(results_root: Path) -> str:
-    return f"sqlite:///{(results_root / 'optuna.db').resolve()}"
+    return f"sqlite:///{optuna_database(results_root)}"

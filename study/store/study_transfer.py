@@ -1,14 +1,16 @@
 """A whole study between a local results directory and an object store (``--storage URI``).
 
-In the store a study is two folders, as under ``--results``: ``NAME/`` (the study folder: ``study.json``,
-``command.txt`` and the exports, tables and figures) and ``ray/NAME/`` (the trial store, mirrored
-trial by trial by ``study.store.store_mirror``). The driver of ``study.run`` brings both down before it
-reads anything and puts them up when it ends; the reading commands (``study.table``, ``study.list``,
-``study.compare``, the Python API) bring them down into their ``--results`` and read there.
+In the store a study is two folders, as under ``--results``: ``NAME/`` (the study folder:
+``study.json``, ``command.txt`` and the exports, tables and figures) and ``ray/NAME/`` (the trial
+store, mirrored trial by trial by ``study.store.store_mirror``, and a search's Optuna study as
+``optuna.db``). The driver of ``study.run`` brings both down before it reads anything and puts them
+up when it ends; the reading commands (``study.table``, ``study.list``, ``study.compare``, the
+Python API) bring them down into their ``--results`` and read there.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from nmt.fileio import write_bytes
@@ -19,6 +21,7 @@ from study.store.study_state import STATE_FILE
 from study.store.trial_store import TrialStore
 
 STUDY_FILES = (STATE_FILE, "command.txt")  # what --resume needs of the study folder
+SEARCH_DB = "optuna.db"  # a search study's Optuna study, in the store beside its trial store
 
 
 def trial_store_prefix(study: str) -> str:
@@ -88,3 +91,44 @@ def pull_studies(uri: str, names: list[str] | None, results_root: Path) -> dict[
             raise StorageError(f"--storage {uri}: no study {name} there (studies there: {there}); check the name "
                                "and the URI (the one its study.run was given)")
     return {name: bring_down(store, name, results_root) for name in (held if names is None else names)}
+
+
+def push_search(store: ObjectStore, study: str, database: Path) -> None:
+    """A search study's Optuna study (``study`` in the SQLite ``database``, which other studies share) up as
+    a database of its own, ``ray/NAME/optuna.db``: a driver elsewhere continues the search from it."""
+    # optuna loads for search studies only
+    import optuna
+
+    if not database.is_file() or study not in optuna.get_all_study_names(f"sqlite:///{database}"):
+        return
+    with tempfile.TemporaryDirectory(prefix="rnmt-optuna-") as folder:
+        copy = Path(folder) / SEARCH_DB
+        optuna.copy_study(from_study_name=study, from_storage=f"sqlite:///{database}", to_storage=f"sqlite:///{copy}")
+        store.write(f"{trial_store_prefix(study)}/{SEARCH_DB}", copy.read_bytes())
+
+
+def pull_search(store: ObjectStore, study: str, database: Path) -> None:
+    """The store's copy of a search study's Optuna study into the local ``database``, unless the local one
+    has as many trials (it is this machine's own, as new as the store's or newer)."""
+    # optuna loads for search studies only
+    import optuna
+
+    key = f"{trial_store_prefix(study)}/{SEARCH_DB}"
+    data = store.read(key)
+    if data is None:
+        return
+    with tempfile.TemporaryDirectory(prefix="rnmt-optuna-") as folder:
+        copy = Path(folder) / SEARCH_DB
+        copy.write_bytes(data)
+        try:
+            stored = len(optuna.load_study(study_name=study, storage=f"sqlite:///{copy}").trials)
+        except Exception:  # sqlite's and optuna's errors for a file that is not such a database
+            raise StorageError(f"{store.where(key)}: not the Optuna study {study} (damaged or cut short); delete that "
+                               "object and run the study with --resume: the search continues without its "
+                               "sampler's history") from None
+        local = f"sqlite:///{database}"
+        if database.is_file() and study in optuna.get_all_study_names(local):
+            if len(optuna.load_study(study_name=study, storage=local).trials) >= stored:
+                return
+            optuna.delete_study(study_name=study, storage=local)
+        optuna.copy_study(from_study_name=study, from_storage=f"sqlite:///{copy}", to_storage=local)

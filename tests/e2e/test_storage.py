@@ -300,3 +300,46 @@ def test_wrong_credentials_are_one_line_that_repeats_no_secret(tmp_path, ray_env
             if name.startswith("AWS_"):
                 monkeypatch.setenv(name, value)
         S3Store("lab", "x").check()
+
+
+SEARCH = """
+name: search_s3
+description: a tiny Optuna search kept in an object store
+data: {preset: synthetic, size: 300, valid_size: 20, test_size: 20, max_len: 60, spm: {vocab_size: 200}}
+base:
+  model: {cell: gru, hidden: 16, emb: 16}
+  train: {batch_tokens: 600}
+  decode: {beam: 2}
+search:
+  algorithm: optuna
+  sampler: tpe
+  num_samples: 2
+  space:
+    model.cell: {type: categorical, choices: [gru, rnn]}
+    train.lr: {type: loguniform, low: 0.001, high: 0.01}
+metric: {name: valid_bleu, mode: max}
+budget: {epochs: 2}
+"""
+
+
+def test_an_optuna_search_on_s3_continues_from_an_empty_directory_with_its_sampler_history(tmp_path, ray_env, s3_env,
+                                                                                            bucket):
+    import optuna
+
+    env = {**ray_env, **s3_env}
+    study_file = tmp_path / "search_s3.yaml"
+    study_file.write_text(SEARCH)
+    uri = f"s3://{bucket}/search"
+    first = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "a"), "--storage", uri, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert open_store(uri).version("ray/search_s3/optuna.db") is not None
+    resumed = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "b"), "--storage", uri, "--resume",
+                    env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "epoch 1" not in resumed.stdout
+    assert table_rows(tmp_path / "b", "search_s3") == table_rows(tmp_path / "a", "search_s3")
+    here, there = (optuna.load_study(study_name="search_s3", storage=f"sqlite:///{tmp_path / folder / 'optuna.db'}")
+                   for folder in ("a", "b"))
+    assert [(t.number, t.params, t.values, t.state) for t in there.trials] == \
+        [(t.number, t.params, t.values, t.state) for t in here.trials]
+    assert len(there.trials) == 2

@@ -11,6 +11,7 @@ import pytest
 
 from study.store.object_store import DirectoryStore, S3Store, StorageError
 from study.store.store_mirror import StoreMirror
+from study.store.study_transfer import pull_search, push_search
 from study.store.trial_store import TrialStore
 
 
@@ -128,3 +129,36 @@ def test_a_study_of_a_longer_name_is_not_listed_with_it(remote, tmp_path):
     finished_in_store(remote, tmp_path)
     remote.write("ray/s2/trials/x/trial.json", b"{}")
     assert sorted(remote.keys("ray/s")) == sorted(key for key in remote.keys("ray") if key.startswith("ray/s/"))
+
+
+def optuna_study_with(database, trials: int):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    search = optuna.create_study(study_name="s", storage=f"sqlite:///{database}", load_if_exists=True)
+    for _ in range(trials):
+        search.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=1)
+    return search
+
+
+def test_a_search_keeps_its_optuna_study_through_the_store(tmp_path):
+    import optuna
+
+    remote = DirectoryStore(tmp_path / "bucket")
+    optuna_study_with(tmp_path / "a.db", 2)
+    optuna.create_study(study_name="other", storage=f"sqlite:///{tmp_path / 'a.db'}")
+    push_search(remote, "s", tmp_path / "a.db")  # the file holds another study too
+    pull_search(remote, "s", tmp_path / "b.db")  # a new machine: the study comes down, and only it
+    assert optuna.get_all_study_names(f"sqlite:///{tmp_path / 'b.db'}") == ["s"]
+    pulled = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'b.db'}")
+    assert [t.params for t in pulled.trials] == [t.params for t in optuna_study_with(tmp_path / "a.db", 0).trials]
+    optuna_study_with(tmp_path / "b.db", 1)  # this machine went further than the store: its own copy stays
+    pull_search(remote, "s", tmp_path / "b.db")
+    assert len(optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'b.db'}").trials) == 3
+    optuna_study_with(tmp_path / "a.db", 2)  # the store went further: its copy replaces the older local one
+    push_search(remote, "s", tmp_path / "a.db")
+    pull_search(remote, "s", tmp_path / "b.db")
+    assert len(optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'b.db'}").trials) == 4
+    remote.write("ray/s/optuna.db", (tmp_path / "a.db").read_bytes()[:1000])
+    with pytest.raises(StorageError, match=r"ray/s/optuna.db: not the Optuna study s \(damaged or cut short\)"):
+        pull_search(remote, "s", tmp_path / "c.db")
