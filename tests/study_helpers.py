@@ -213,6 +213,28 @@ budget: {{epochs: {epochs}{f", patience: {patience}" if patience is not None els
 """
 
 
+def search_study(name: str, space: str, samples: int, sampler: str = "random", epochs: int = 3) -> str:
+    """A tiny Optuna search study file: ``space`` is the YAML body of ``search.space`` (one "    key: {...}" per
+    line)."""
+    return f"""
+name: {name}
+description: a tiny search of the tests
+data: {{preset: synthetic, size: 300, valid_size: 20, test_size: 20, max_len: 60, spm: {{vocab_size: 200}}}}
+base:
+  model: {{cell: gru, hidden: 16, emb: 16}}
+  train: {{batch_tokens: 600}}
+  decode: {{beam: 2}}
+search:
+  algorithm: optuna
+  sampler: {sampler}
+  num_samples: {samples}
+  space:
+{space}
+metric: {{name: valid_bleu, mode: max}}
+budget: {{epochs: {epochs}}}
+"""
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -27,6 +27,7 @@ from study_helpers import (
     listening_addresses,
     mlflow_runs,
     read_only,
+    search_study,
     skip_if_ray_node_lost,
     small_file_system,
     start_study,
@@ -405,23 +406,7 @@ def fill(path: Path) -> Path:
 # --- 11: one MLflow child run per trial, however the trials came and the store went ----------
 
 
-SAME_SAMPLES = """
-name: same
-description: a search whose every sample is the same configuration
-data: {preset: synthetic, size: 300, valid_size: 20, test_size: 20, max_len: 60, spm: {vocab_size: 200}}
-base:
-  model: {cell: gru, hidden: 16, emb: 16}
-  train: {batch_tokens: 600}
-  decode: {beam: 2}
-search:
-  algorithm: optuna
-  sampler: random
-  num_samples: 3
-  space:
-    model.cell: {type: categorical, choices: [gru]}
-metric: {name: valid_bleu, mode: max}
-budget: {epochs: 3}
-"""
+SAME_SAMPLES = search_study("same", "    model.cell: {type: categorical, choices: [gru]}", samples=3)
 
 
 def test_equal_search_samples_and_an_emptied_mlflow_store_keep_one_child_run_per_trial(tmp_path, ray_env):

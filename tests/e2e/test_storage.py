@@ -21,6 +21,7 @@ from study_helpers import (
     LoopbackCluster,
     free_port,
     grid_study,
+    search_study,
     skip_if_ray_node_lost,
     start_study,
     study,
@@ -302,24 +303,8 @@ def test_wrong_credentials_are_one_line_that_repeats_no_secret(tmp_path, ray_env
         S3Store("lab", "x").check()
 
 
-SEARCH = """
-name: search_s3
-description: a tiny Optuna search kept in an object store
-data: {preset: synthetic, size: 300, valid_size: 20, test_size: 20, max_len: 60, spm: {vocab_size: 200}}
-base:
-  model: {cell: gru, hidden: 16, emb: 16}
-  train: {batch_tokens: 600}
-  decode: {beam: 2}
-search:
-  algorithm: optuna
-  sampler: tpe
-  num_samples: 2
-  space:
-    model.cell: {type: categorical, choices: [gru, rnn]}
-    train.lr: {type: loguniform, low: 0.001, high: 0.01}
-metric: {name: valid_bleu, mode: max}
-budget: {epochs: 2}
-"""
+SEARCH = search_study("search_s3", "    model.cell: {type: categorical, choices: [gru, rnn]}\n"
+                      "    train.lr: {type: loguniform, low: 0.001, high: 0.01}", samples=2, sampler="tpe", epochs=2)
 
 
 def test_an_optuna_search_on_s3_continues_from_an_empty_directory_with_its_sampler_history(tmp_path, ray_env, s3_env,
