@@ -12,7 +12,7 @@ from study.execution.disk_watch import StorageStopper
 from study.execution.ray_setup import trial_resources, trials_at_once
 from study.execution.remote_study import pull_trial_results, search_pusher
 from study.execution.tracking import StudyTracker
-from study.execution.trainable import SAMPLE
+from study.execution.trainable import SAMPLE, TRIAL, train_trial
 from study.spec.model import StudySpec, Trial
 from study.spec.options import RunOptions
 from study.store.trial_store import TrialStore
@@ -31,14 +31,7 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     from ray import tune
 
     # they load Ray: imported when the trials start
-    from study.execution.callbacks import (
-        MlflowCallback,
-        OptunaLinkCallback,
-        ProgressCallback,
-        TrialEndCallback,
-        VerdictCallback,
-    )
-    from study.execution.trainable import TRIAL, train_trial
+    from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
 
     resources = trial_resources(spec, opts)
     trainable = tune.with_resources(train_trial, resources)
@@ -65,9 +58,7 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
                                   say=opts.say)]
     if spec.fields.search is not None:
         callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
-        push = search_pusher(opts.storage, spec.name, optuna_database(results_root), opts.say)
-        if push is not None:
-            callbacks.append(TrialEndCallback(push))
+        callbacks += _search_mirror(spec, opts, results_root)
     if spec.fields.scheduler.type == "asha":
         # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
         from ray.tune.schedulers import ASHAScheduler
@@ -85,6 +76,15 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
         name=spec.name, storage_path=str(ray_storage), verbose=0, callbacks=callbacks, stop=storage,
         failure_config=tune.FailureConfig(max_failures=2))
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config), total
+
+
+def _search_mirror(spec: StudySpec, opts: RunOptions, results_root: Path) -> list:
+    """With --storage, a callback that puts the search's Optuna study up after every trial that ends."""
+    # it loads Ray: imported when the trials start
+    from study.execution.callbacks import TrialEndCallback
+
+    push = search_pusher(opts.storage, spec.name, optuna_database(results_root), opts.say)
+    return [] if push is None else [TrialEndCallback(push)]
 
 
 def _trial_name(trial) -> str:

@@ -56,6 +56,10 @@ def test_a_study_on_s3_resumes_from_an_empty_directory_with_the_same_table(tmp_p
     assert f"storage: {uri}: 2 finished trial(s) of tiny_s3 there" in second.stdout
     assert (tmp_path / "b" / "tiny_s3" / "table.md").read_text(encoding="utf-8") == table
     assert "epoch 1" not in second.stdout
+    local = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "local"), env=env)  # no --storage
+    assert local.returncode == 0, local.stderr[-3000:]
+    assert ([{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "local", "tiny_s3")]
+            == [{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "b", "tiny_s3")])
 
     # while another driver holds the study, a third is refused in one line, and nothing is written
     lease = take_lease(store, "ray/tiny_s3/driver.lease", owner="elsewhere:1")
