@@ -14,12 +14,17 @@ dc_t = g_t + a_{t+1} * dc_{t+1}; then da_t = dc_t * c_{t-1}, db_t = dc_t):
   over the whole tensor, combining (a1, b1) then (a2, b2) into
   (a1*a2, a2*b1 + b2); products and sums only (no division), so it is
   numerically stable. The choice on GPUs.
+- ``triton``: one Triton kernel forward and one backward, each walking the sequence once per hidden
+  unit (``nmt.ops.triton_scan``; needs the ``triton`` extra). Opt-in: ``method="triton"``, or
+  ``NMT_KERNELS=triton`` for ``auto`` (``nmt.ops.kernels``); without it ``auto`` picks as above.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from nmt.ops.kernels import use_triton
 
 
 def linear_scan(a: Tensor, b: Tensor, c0: Tensor, reverse: bool = False, method: str = "auto") -> Tensor:
@@ -29,7 +34,12 @@ def linear_scan(a: Tensor, b: Tensor, c0: Tensor, reverse: bool = False, method:
     (c_{T+1} = c0). Returns c: (B, T, H).
     """
     if method == "auto":
-        method = "doubling" if a.is_cuda else "sequential"
+        method = "triton" if use_triton(a) else "doubling" if a.is_cuda else "sequential"
+    if method == "triton":
+        # loaded on request only: triton is an optional dependency
+        from nmt.ops.triton_scan import triton_linear_scan
+
+        return triton_linear_scan(a, b, c0, reverse)
     if method not in ("sequential", "doubling"):
         raise ValueError(f"unknown linear_scan method {method!r}")
     if reverse:

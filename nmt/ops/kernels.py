@@ -1,0 +1,49 @@
+"""Which kernels the recurrences run on: the opt-in switch to the Triton kernels (issue 67).
+
+By default every recurrence runs on its torch path (``linear_scan``'s sequential or doubling scan),
+exactly as without this module. With ``NMT_KERNELS=triton`` in the environment (a process's own, or
+a study driver's, which its Ray workers inherit) the recurrences whose ``method`` is ``auto`` run
+on Triton kernels instead:
+
+- ``linear_scan`` (SR-NMT's encoder unit and decoder, SRU v1, minGRU, minLSTM): one kernel over
+  the whole sequence forward and one backward (``nmt.ops.triton_scan``).
+
+They need the ``triton`` extra (``pip install -e '.[triton]'``). A CUDA tensor runs on the
+compiled kernels; a CPU tensor does so only where no CUDA device is present, in Triton's
+interpreter (``TRITON_INTERPRET=1``, set by ``nmt.ops.triton_common``), which is slow and serves
+the tests. Other tensors (a CPU tensor on a GPU machine, a 16-bit dtype) keep the torch path.
+The kernels compute the same functions to rounding (the tests compare them with the torch paths
+and the cells' reference loops), not bit for bit: the golden numbers hold for the default only.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import Tensor
+
+from nmt.errors import UserError
+
+KERNELS_ENV = "NMT_KERNELS"
+KERNELS = ("torch", "triton")
+TRITON_DTYPES = (torch.float32, torch.float64)
+
+
+def requested_kernels() -> str:
+    """``torch`` (the default) or ``triton``, from ``NMT_KERNELS``."""
+    value = os.environ.get(KERNELS_ENV, "") or "torch"
+    if value not in KERNELS:
+        raise UserError(f"{KERNELS_ENV}={value!r} is not a kernel choice; use torch (the default) or triton")
+    return value
+
+
+def triton_runs_on(x: Tensor) -> bool:
+    """Whether the Triton kernels can take ``x``: a float32 or float64 tensor on CUDA, or on the
+    CPU where no CUDA device is present (the interpreter)."""
+    return x.dtype in TRITON_DTYPES and (x.is_cuda or not torch.cuda.is_available())
+
+
+def use_triton(x: Tensor) -> bool:
+    """Whether an ``auto`` recurrence on ``x`` runs on the Triton kernels."""
+    return requested_kernels() == "triton" and triton_runs_on(x)
