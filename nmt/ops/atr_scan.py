@@ -21,6 +21,9 @@ The backward pass runs the steps in reverse with the chain rule written out (dσ
 and dW_h = Σ_t dp_tᵀ h_{t-1}, db = Σ_t dp_t as one GEMM over all steps at the end. Padded
 positions keep the state (and pass its gradient through) and output zeros, as in every scan.
 The same function as the cell's ``step`` loop under autograd (tests compare values and gradients).
+``method="triton"`` (or ``NMT_KERNELS=triton`` for ``auto``: ``nmt.ops.kernels``) runs each step's
+gate arithmetic as one fused Triton kernel instead (``nmt.ops.triton_steps``); ``auto`` is this
+module's loop otherwise.
 """
 
 from __future__ import annotations
@@ -28,12 +31,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from nmt.ops.kernels import use_triton
+
 
 def atr_scan(q: Tensor, weight: Tensor, bias: Tensor, h0: Tensor, mask: Tensor, reverse: bool, gates: str,
-             forget_sign: str, candidate: str) -> tuple[Tensor, Tensor]:
+             forget_sign: str, candidate: str, method: str = "auto") -> tuple[Tensor, Tensor]:
     """q (B, T, k*H) input terms, weight (k*H, H) = W_h, bias (k*H,), h0 (B, H), mask (B, T) ->
-    outputs (B, T, H) and the last state (B, H); k = 2 for independent gates, else 1."""
+    outputs (B, T, H) and the last state (B, H); k = 2 for independent gates, else 1. ``method``:
+    ``torch`` (this module's loop), ``triton`` (fused step kernels), ``auto`` (``nmt.ops.kernels``)."""
     sign = 1.0 if forget_sign == "input_minus_history" else -1.0
+    if method == "auto":
+        method = "triton" if use_triton(q) else "torch"
+    if method == "triton":
+        # loaded on request only: triton is an optional dependency
+        from nmt.ops.triton_steps import triton_atr_scan
+
+        return triton_atr_scan(q, weight, bias, h0, mask, reverse, gates, sign, candidate == "tanh")
+    if method != "torch":
+        raise ValueError(f"unknown atr_scan method {method!r}")
     return _ATRScan.apply(q, weight, bias, h0, mask, reverse, gates, sign, candidate == "tanh")
 
 

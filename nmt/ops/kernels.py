@@ -1,12 +1,14 @@
 """Which kernels the recurrences run on: the opt-in switch to the Triton kernels (issue 67).
 
-By default every recurrence runs on its torch path (``linear_scan``'s sequential or doubling scan),
-exactly as without this module. With ``NMT_KERNELS=triton`` in the environment (a process's own, or
-a study driver's, which its Ray workers inherit) the recurrences whose ``method`` is ``auto`` run
-on Triton kernels instead:
+By default every recurrence runs on its torch path (``linear_scan``'s sequential or doubling scan,
+``atr_scan``'s and ``ran_scan``'s step loops), exactly as without this module. With
+``NMT_KERNELS=triton`` in the environment (a process's own, or a study driver's, which its Ray
+workers inherit) the recurrences whose ``method`` is ``auto`` run on Triton kernels instead:
 
 - ``linear_scan`` (SR-NMT's encoder unit and decoder, SRU v1, minGRU, minLSTM): one kernel over
-  the whole sequence forward and one backward (``nmt.ops.triton_scan``).
+  the whole sequence forward and one backward (``nmt.ops.triton_scan``);
+- ``atr_scan`` and ``ran_scan``: the step loop keeps its GEMM in torch, and each step's gate
+  arithmetic is one fused kernel, forward and backward (``nmt.ops.triton_steps``).
 
 They need the ``triton`` extra (``pip install -e '.[triton]'``). A CUDA tensor runs on the
 compiled kernels; a CPU tensor does so only where no CUDA device is present, in Triton's

@@ -15,7 +15,9 @@ Backward, in reverse (dσ(a) = σ(1 - σ)); dc~ collects what reaches c_t::
 The loop keeps only the chain through h and c; the coefficients and du come from whole-sequence
 passes, and dU = Σ_t dp_tᵀ h_{t-1}, db = Σ_t dp_t is one GEMM at the end. Padded positions keep
 the state (h and c) and output zeros. The same function as the cell's ``step`` loop under
-autograd (tests compare values and gradients).
+autograd (tests compare values and gradients). ``method="triton"`` (or ``NMT_KERNELS=triton`` for
+``auto``: ``nmt.ops.kernels``) runs each step's gate arithmetic as one fused Triton kernel instead
+(``nmt.ops.triton_steps``); ``auto`` is this module's loop otherwise.
 """
 
 from __future__ import annotations
@@ -23,11 +25,23 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from nmt.ops.kernels import use_triton
+
 
 def ran_scan(u: Tensor, weight: Tensor, bias: Tensor, h0: Tensor, c0: Tensor, mask: Tensor, reverse: bool,
-             tanh_output: bool) -> tuple[Tensor, Tensor, Tensor]:
+             tanh_output: bool, method: str = "auto") -> tuple[Tensor, Tensor, Tensor]:
     """u (B, T, 3H) = [input gate terms; forget gate terms; content], weight (2H, H) = U,
-    bias (2H,), h0 and c0 (B, H), mask (B, T) -> outputs (B, T, H), last h and last c (B, H)."""
+    bias (2H,), h0 and c0 (B, H), mask (B, T) -> outputs (B, T, H), last h and last c (B, H).
+    ``method``: ``torch`` (this module's loop), ``triton`` (fused step kernels), ``auto`` (``nmt.ops.kernels``)."""
+    if method == "auto":
+        method = "triton" if use_triton(u) else "torch"
+    if method == "triton":
+        # loaded on request only: triton is an optional dependency
+        from nmt.ops.triton_steps import triton_ran_scan
+
+        return triton_ran_scan(u, weight, bias, h0, c0, mask, reverse, tanh_output)
+    if method != "torch":
+        raise ValueError(f"unknown ran_scan method {method!r}")
     return _RANScan.apply(u, weight, bias, h0, c0, mask, reverse, tanh_output)
 
 

@@ -17,9 +17,12 @@ from test_cells import CELL_VARIANTS, build, padded_batch  # noqa: E402
 
 import nmt.ops.triton_common as triton_common  # noqa: E402
 import nmt.ops.triton_scan as triton_scan  # noqa: E402
+import nmt.ops.triton_steps as triton_steps  # noqa: E402
 from nmt.errors import UserError  # noqa: E402
+from nmt.ops.atr_scan import atr_scan  # noqa: E402
 from nmt.ops.kernels import KERNELS_ENV, triton_runs_on  # noqa: E402
 from nmt.ops.linear_scan import linear_scan, linear_scan_reference, masked_linear_scan  # noqa: E402
+from nmt.ops.ran_scan import ran_scan  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # float64 to rounding; float32 within its own tolerance (torch's defaults for float32)
@@ -132,15 +135,93 @@ def test_the_switch_is_opt_in(monkeypatch):
         linear_scan(a.half(), b.half(), c0.half(), method="triton")
 
 
+def padding_mask(batch, length):
+    lengths = torch.tensor([length] + [max(1, length - 2 * i - 1) for i in range(1, batch)])
+    return (torch.arange(length)[None, :] < lengths[:, None]).to(DEVICE)
+
+
+def atr_inputs(gates, dtype, batch=3, length=6, size=5):
+    torch.manual_seed(len(gates) + length)
+    k = 2 if gates == "independent" else 1
+    q = torch.randn(batch, length, k * size, dtype=dtype, device=DEVICE)
+    weight = torch.randn(k * size, size, dtype=dtype, device=DEVICE) * 0.5
+    bias = torch.randn(k * size, dtype=dtype, device=DEVICE)
+    h0 = torch.randn(batch, size, dtype=dtype, device=DEVICE)
+    return [x.requires_grad_() for x in (q, weight, bias, h0)]
+
+
+ATR_OPTIONS = [(gates, sign, candidate) for gates in ("twin", "coupled", "independent")
+               for sign in ("input_minus_history", "history_minus_input") for candidate in ("linear", "tanh")]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("gates,sign,candidate", ATR_OPTIONS)
+def test_atr_step_kernels_equal_the_torch_scan(gates, sign, candidate, reverse):
+    inputs = atr_inputs(gates, torch.float64)
+    mask = padding_mask(3, 6)
+    out = atr_scan(*inputs, mask, reverse, gates, sign, candidate, method="triton")
+    assert type(out[0].grad_fn).__name__ == "_TritonATRScanBackward"
+    expected = atr_scan(*inputs, mask, reverse, gates, sign, candidate, method="torch")
+    assert_same(list(out), list(expected), inputs, torch.float64)
+
+
+@pytest.mark.parametrize("gates,sign,candidate", [("twin", "input_minus_history", "linear"),
+                                                  ("coupled", "history_minus_input", "tanh"),
+                                                  ("independent", "history_minus_input", "tanh")])
+def test_atr_step_kernels_in_float32_and_gradcheck(monkeypatch, gates, sign, candidate):
+    monkeypatch.setattr(triton_common, "MAX_BLOCK", 4)  # H = 5: a full and a partial block
+    mask = padding_mask(3, 6)
+    inputs = atr_inputs(gates, torch.float32)
+    out = atr_scan(*inputs, mask, True, gates, sign, candidate, method="triton")
+    assert_same(list(out), list(atr_scan(*inputs, mask, True, gates, sign, candidate, method="torch")), inputs,
+                torch.float32)
+    small = atr_inputs(gates, torch.float64, batch=2, length=3, size=5)
+    assert torch.autograd.gradcheck(
+        lambda *x: atr_scan(*x, padding_mask(2, 3), False, gates, sign, candidate, method="triton"), small,
+        fast_mode=True)
+
+
+def ran_inputs(dtype, batch=3, length=6, size=5):
+    torch.manual_seed(length + size)
+    u = torch.randn(batch, length, 3 * size, dtype=dtype, device=DEVICE)
+    weight = torch.randn(2 * size, size, dtype=dtype, device=DEVICE) * 0.5
+    bias = torch.randn(2 * size, dtype=dtype, device=DEVICE)
+    h0, c0 = (torch.randn(batch, size, dtype=dtype, device=DEVICE) for _ in range(2))
+    return [x.requires_grad_() for x in (u, weight, bias, h0, c0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("tanh_output", [True, False])
+def test_ran_step_kernels_equal_the_torch_scan(monkeypatch, dtype, reverse, tanh_output):
+    if dtype == torch.float32:
+        monkeypatch.setattr(triton_common, "MAX_BLOCK", 4)
+    inputs = ran_inputs(dtype)
+    mask = padding_mask(3, 6)
+    out = ran_scan(*inputs, mask, reverse, tanh_output, method="triton")
+    assert type(out[0].grad_fn).__name__ == "_TritonRANScanBackward"
+    assert_same(list(out), list(ran_scan(*inputs, mask, reverse, tanh_output, method="torch")), inputs, dtype)
+
+
+@pytest.mark.parametrize("tanh_output", [True, False])
+def test_ran_step_kernels_gradcheck(tanh_output):
+    inputs = ran_inputs(torch.float64, batch=2, length=3, size=3)
+    assert torch.autograd.gradcheck(
+        lambda *x: ran_scan(*x, padding_mask(2, 3), True, tanh_output, method="triton"), inputs, fast_mode=True)
+
+
 # every variant whose scan runs on a kernel under the switch (SRU v2's memory loop has none)
-KERNEL_VARIANTS = [v for v in CELL_VARIANTS if v.split("-")[0] in ("srnmt", "sru", "mingru", "minlstm") and v != "sru-v2"]
+KERNEL_VARIANTS = [v for v in CELL_VARIANTS if v.split("-")[0] in ("srnmt", "sru", "mingru", "minlstm", "atr", "ran")
+                   and v != "sru-v2"]
+KERNEL_OF = {"atr": "triton_atr_scan", "ran": "triton_ran_scan"}
 
 
 @pytest.mark.parametrize("variant", KERNEL_VARIANTS)
 def test_cells_under_the_switch_equal_their_reference_loops(monkeypatch, variant):
     """Bidirectional (the second direction runs right to left), padded, input size = hidden size
-    (SRU's appended x): values, final states and every gradient against the reference loop."""
-    calls = spy(monkeypatch, triton_scan, "triton_linear_scan")
+    (RAN's and SRU's appended x): values, final states and every gradient against the reference loop."""
+    unit = variant.split("-")[0]
+    calls = spy(monkeypatch, *((triton_steps, KERNEL_OF[unit]) if unit in KERNEL_OF else (triton_scan, "triton_linear_scan")))
     monkeypatch.setenv(KERNELS_ENV, "triton")
     cell = build(variant, 4, 4, 2).to(DEVICE)
     x, mask = padded_batch(3, 6, 4)
