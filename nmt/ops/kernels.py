@@ -1,12 +1,13 @@
 """Which kernels the recurrences run on: the opt-in switch to the Triton kernels (issue 67).
 
 By default every recurrence runs on its torch path (``linear_scan``'s sequential or doubling scan,
-``atr_scan``'s and ``ran_scan``'s step loops), exactly as without this module. With
-``NMT_KERNELS=triton`` in the environment (a process's own, or a study driver's, which its Ray
-workers inherit) the recurrences whose ``method`` is ``auto`` run on Triton kernels instead:
+``sru_v2_memory``'s, ``atr_scan``'s and ``ran_scan``'s step loops), exactly as without this module. With
+``NMT_KERNELS=triton`` in the environment (a process's own; a local study's Ray workers inherit
+the driver's) the recurrences whose ``method`` is ``auto`` run on Triton kernels instead:
 
 - ``linear_scan`` (SR-NMT's encoder unit and decoder, SRU v1, minGRU, minLSTM): one kernel over
   the whole sequence forward and one backward (``nmt.ops.triton_scan``);
+- ``sru_v2_memory`` (SRU v2's memory, whose gate reads c_{t-1}): the same, in one walk each way;
 - ``atr_scan`` and ``ran_scan``: the step loop keeps its GEMM in torch, and each step's gate
   arithmetic is one fused kernel, forward and backward (``nmt.ops.triton_steps``).
 

@@ -13,7 +13,9 @@ is a linear recurrence, because c_t depends on c_{t-1} only through the two term
     du_t = dc_t (c_{t-1} - x~_t) σ'_t,   dx~_t = dc_t (1 - f_t),   dv = Σ_t du_t c_{t-1}
 
 Padded positions carry c through (a = 1, no input). The readout gate r_t = σ(W_r x_t + v_r * c_{t-1})
-and the output need no loop: the cell computes them from all c_t at once.
+and the output need no loop: the cell computes them from all c_t at once. ``method="triton"`` (or
+``NMT_KERNELS=triton`` for ``auto``: ``nmt.ops.kernels``) runs the loop as one Triton kernel forward
+and one backward (``nmt.ops.triton_scan``); ``auto`` is this module's loop otherwise.
 """
 
 from __future__ import annotations
@@ -21,12 +23,24 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from nmt.ops.kernels import use_triton
 from nmt.ops.linear_scan import linear_scan_adjoint
 
 
-def sru_v2_memory(u: Tensor, x_tilde: Tensor, v: Tensor, c0: Tensor, mask: Tensor, reverse: bool = False) -> Tensor:
+def sru_v2_memory(u: Tensor, x_tilde: Tensor, v: Tensor, c0: Tensor, mask: Tensor, reverse: bool = False,
+                  method: str = "auto") -> Tensor:
     """u, x_tilde (B, T, H), v (H,), c0 (B, H), mask (B, T) -> c (B, T, H): every c_t, carried
-    through padded positions; ``reverse`` runs from t = T down to 1."""
+    through padded positions; ``reverse`` runs from t = T down to 1. ``method``: ``torch`` (this
+    module's loop), ``triton`` (one kernel each way), ``auto`` (``nmt.ops.kernels``)."""
+    if method == "auto":
+        method = "triton" if use_triton(u) else "torch"
+    if method == "triton":
+        # loaded on request only: triton is an optional dependency
+        from nmt.ops.triton_scan import triton_sru_v2_memory
+
+        return triton_sru_v2_memory(u, x_tilde, v, c0, mask, reverse)
+    if method != "torch":
+        raise ValueError(f"unknown sru_v2_memory method {method!r}")
     if reverse:
         return _SRUv2Memory.apply(u.flip(1), x_tilde.flip(1), v, c0, mask.flip(1)).flip(1)
     return _SRUv2Memory.apply(u, x_tilde, v, c0, mask)

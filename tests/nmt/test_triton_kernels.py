@@ -23,6 +23,7 @@ from nmt.ops.atr_scan import atr_scan  # noqa: E402
 from nmt.ops.kernels import KERNELS_ENV, triton_runs_on  # noqa: E402
 from nmt.ops.linear_scan import linear_scan, linear_scan_reference, masked_linear_scan  # noqa: E402
 from nmt.ops.ran_scan import ran_scan  # noqa: E402
+from nmt.ops.sru_v2_scan import sru_v2_memory  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 # float64 to rounding; float32 within its own tolerance (torch's defaults for float32)
@@ -210,18 +211,44 @@ def test_ran_step_kernels_gradcheck(tanh_output):
         lambda *x: ran_scan(*x, padding_mask(2, 3), True, tanh_output, method="triton"), inputs, fast_mode=True)
 
 
-# every variant whose scan runs on a kernel under the switch (SRU v2's memory loop has none)
-KERNEL_VARIANTS = [v for v in CELL_VARIANTS if v.split("-")[0] in ("srnmt", "sru", "mingru", "minlstm", "atr", "ran")
-                   and v != "sru-v2"]
-KERNEL_OF = {"atr": "triton_atr_scan", "ran": "triton_ran_scan"}
+def sru_v2_inputs(dtype, batch=3, length=6, size=5):
+    torch.manual_seed(length * size)
+    u, x_tilde = (torch.randn(batch, length, size, dtype=dtype, device=DEVICE) for _ in range(2))
+    v = torch.randn(size, dtype=dtype, device=DEVICE)
+    c0 = torch.randn(batch, size, dtype=dtype, device=DEVICE)
+    return [x.requires_grad_() for x in (u, x_tilde, v, c0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sru_v2_kernels_equal_the_torch_loop(monkeypatch, dtype, reverse):
+    monkeypatch.setattr(triton_common, "MAX_BLOCK", 4)  # H = 5: a full and a partial block
+    inputs = sru_v2_inputs(dtype)
+    mask = padding_mask(3, 6)
+    out = sru_v2_memory(*inputs, mask, reverse, method="triton")
+    assert type(out.grad_fn).__name__ == "_TritonSRUv2MemoryBackward"
+    assert_same([out], [sru_v2_memory(*inputs, mask, reverse, method="torch")], inputs, dtype)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sru_v2_kernels_gradcheck(reverse):
+    inputs = sru_v2_inputs(torch.float64, batch=2, length=4, size=3)
+    assert torch.autograd.gradcheck(lambda *x: sru_v2_memory(*x, padding_mask(2, 4), reverse, method="triton"), inputs,
+                                    fast_mode=True)
+
+
+# every variant of a unit whose scan runs on a kernel under the switch
+KERNEL_VARIANTS = [v for v in CELL_VARIANTS if v.split("-")[0] in ("srnmt", "sru", "mingru", "minlstm", "atr", "ran")]
+KERNEL_OF = {"atr": (triton_steps, "triton_atr_scan"), "ran": (triton_steps, "triton_ran_scan"),
+             "sru-v2": (triton_scan, "triton_sru_v2_memory")}
 
 
 @pytest.mark.parametrize("variant", KERNEL_VARIANTS)
 def test_cells_under_the_switch_equal_their_reference_loops(monkeypatch, variant):
     """Bidirectional (the second direction runs right to left), padded, input size = hidden size
     (RAN's and SRU's appended x): values, final states and every gradient against the reference loop."""
-    unit = variant.split("-")[0]
-    calls = spy(monkeypatch, *((triton_steps, KERNEL_OF[unit]) if unit in KERNEL_OF else (triton_scan, "triton_linear_scan")))
+    kernel = KERNEL_OF.get(variant) or KERNEL_OF.get(variant.split("-")[0]) or (triton_scan, "triton_linear_scan")
+    calls = spy(monkeypatch, *kernel)
     monkeypatch.setenv(KERNELS_ENV, "triton")
     cell = build(variant, 4, 4, 2).to(DEVICE)
     x, mask = padded_batch(3, 6, 4)
