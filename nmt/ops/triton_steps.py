@@ -19,11 +19,15 @@ from torch import Tensor
 from nmt.ops.triton_common import check_inputs, grid, sigmoid, tanh, tl, triton
 
 
+# a step's time index changes every launch: one compiled kernel for all (not one for t = 1, one for t % 16 = 0, ...)
+STEP = ["t"]
+
+
 def _steps(length: int, reverse: bool) -> list[int]:
     return list(range(length - 1, -1, -1)) if reverse else list(range(length))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=STEP)
 def _atr_forward_step(q_ptr, p_ptr, h_ptr, h_row, next_ptr, next_row, mask_ptr, gates_ptr, out_ptr, t, length, size,
                       COUPLED: tl.constexpr, INDEPENDENT: tl.constexpr, SIGN: tl.constexpr, TANH: tl.constexpr,
                       BLOCK: tl.constexpr):
@@ -61,7 +65,7 @@ def _atr_forward_step(q_ptr, p_ptr, h_ptr, h_row, next_ptr, next_row, mask_ptr, 
     tl.store(next_ptr + row * next_row + units, tl.where(real, h_new, h), mask=keep)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=STEP)
 def _atr_backward_step(g_ptr, dh_ptr, mask_ptr, q_ptr, gates_ptr, h_prev_ptr, dq_ptr, dp_ptr, base_ptr, t, length,
                        size, COUPLED: tl.constexpr, INDEPENDENT: tl.constexpr, SIGN: tl.constexpr,
                        TANH: tl.constexpr, BLOCK: tl.constexpr):
@@ -167,7 +171,7 @@ class _TritonATRScan(torch.autograd.Function):
         return dq, grad_weight, flat_dp.sum(dim=0), dh, None, None, None, None, None
 
 
-@triton.jit
+@triton.jit(do_not_specialize=STEP)
 def _ran_forward_step(u_ptr, pre_ptr, h_ptr, c_ptr, state_row, next_h_ptr, next_c_ptr, next_row, mask_ptr, gates_ptr,
                       out_ptr, t, length, size, TANH: tl.constexpr, BLOCK: tl.constexpr):
     """One RAN step at time t, given pre = U h_{t-1} + b (B, 2H) and u_t = [u_i; u_f; c~] (B, T, 3H)::
@@ -198,7 +202,7 @@ def _ran_forward_step(u_ptr, pre_ptr, h_ptr, c_ptr, state_row, next_h_ptr, next_
     tl.store(next_c_ptr + row * next_row + units, tl.where(real, c_new, c), mask=keep)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=STEP)
 def _ran_backward_step(g_ptr, dh_ptr, dc_ptr, mask_ptr, u_ptr, gates_ptr, c_prev_ptr, out_ptr, du_ptr, dp_ptr,
                        base_ptr, dc_next_ptr, t, length, size, TANH: tl.constexpr, BLOCK: tl.constexpr):
     """The backward of ``_ran_forward_step`` at time t, given dh = ∂L/∂h_t, dc = ∂L/∂c_t from the
