@@ -2,8 +2,8 @@
 
 By default every recurrence runs on its torch path (``linear_scan``'s sequential or doubling scan,
 ``sru_v2_memory``'s, ``atr_scan``'s and ``ran_scan``'s step loops), exactly as without this module. With
-``NMT_KERNELS=triton`` in the environment (a process's own; a local study's Ray workers inherit
-the driver's) the recurrences whose ``method`` is ``auto`` run on Triton kernels instead:
+``NMT_KERNELS=triton`` in the environment (a process's own; a study's Ray trial workers, on any node,
+get the driver's) the recurrences whose ``method`` is ``auto`` run on Triton kernels instead:
 
 - ``linear_scan`` (SR-NMT's encoder unit and decoder, SRU v1, minGRU, minLSTM): one kernel over
   the whole sequence forward and one backward (``nmt.ops.triton_scan``);

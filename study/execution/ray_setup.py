@@ -144,6 +144,11 @@ def storage_env(opts: RunOptions) -> dict:
     return {name: os.environ[name] for name in STORAGE_PLACE if os.environ.get(name)}
 
 
+def kernels_env() -> dict:
+    """The driver's opt-in kernel choice (nmt.ops.kernels), for trial workers on any node."""
+    return {"NMT_KERNELS": os.environ["NMT_KERNELS"]} if os.environ.get("NMT_KERNELS") else {}
+
+
 def start_ray(opts: RunOptions, numerics: str = "portable") -> None:
     """Ray, local or the cluster at --address, with trial workers that start with the malloc settings
     (nmt.memory) and the study's numerics (nmt.numerics) in their environment."""
@@ -157,7 +162,8 @@ def start_ray(opts: RunOptions, numerics: str = "portable") -> None:
     # the trial workers keep freed memory (nmt.memory)
     kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
               "configure_logging": True,
-              "runtime_env": {"env_vars": {**malloc_env(), **numerics_env(numerics), **storage_env(opts)}}}
+              "runtime_env": {"env_vars": {**malloc_env(), **numerics_env(numerics), **storage_env(opts),
+                                           **kernels_env()}}}
     address = opts.address or os.environ.get("RAY_ADDRESS") or None
     try:
         if address:
