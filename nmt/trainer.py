@@ -62,6 +62,7 @@ from nmt.fileio import write_json, write_lines
 from nmt.model import Seq2Seq, build_model
 from nmt.translator import translate
 from nmt.numerics import numerics_record
+from nmt.ops.kernels import requested_kernels
 
 ReportFn = Callable[[dict, Path], None]
 BUDGET_REASONS = ("max epochs", "max steps", "max tokens")
@@ -469,6 +470,7 @@ class Trainer:
             "device": str(self.device),
             "threads": torch.get_num_threads(),
             **numerics_record(self.cfg.train.numerics),  # how the CPU computed: where these numbers hold
+            "kernels": requested_kernels(),  # the recurrences' kernels: Triton's equal torch's to rounding only
             "cell": self.cfg.model.cell,
             "history": p.history,
         }

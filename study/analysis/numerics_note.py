@@ -13,7 +13,23 @@ def records_numerics(records: list[dict]) -> str | None:
 
 
 def numerics_note(records: list[dict]) -> str:
-    """One sentence for the table's notes; empty without records."""
+    """One sentence for the table's notes (two when trials ran on the Triton kernels); empty without records."""
+    return " ".join(part for part in (_setting_sentence(records), _kernels_sentence(records)) if part)
+
+
+def _kernels_sentence(records: list[dict]) -> str:
+    """Trials whose recurrences ran on the opt-in Triton kernels (nmt.ops.kernels) match the default
+    torch paths to rounding, not bit for bit; records without the field ran on torch."""
+    metrics = [r["metrics"] for r in records if isinstance(r.get("metrics"), dict)]
+    on_triton = sum(str(m.get("kernels") or "torch") == "triton" for m in metrics)
+    if not on_triton:
+        return ""
+    which = "all trials" if on_triton == len(metrics) else f"{on_triton} of {len(metrics)} trials"
+    return (f"kernels: Triton ({which}, NMT_KERNELS=triton): their recurrences equal the default torch paths to "
+            "rounding, not bit for bit.")
+
+
+def _setting_sentence(records: list[dict]) -> str:
     settings = sorted({str(r["metrics"].get("numerics") or LEGACY) for r in records if isinstance(r.get("metrics"), dict)})
     if not settings:
         return ""

@@ -58,6 +58,7 @@ def test_train_cli_writes_metrics_hypotheses_and_checkpoint_then_translate_round
     assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     # portable numerics by default, recorded where they hold (nmt.numerics)
     assert (metrics["numerics"], metrics["cpu_capability"], metrics["mkl_cbwr"]) == ("portable", "AVX2", "AVX2")
+    assert metrics["kernels"] == "torch"  # the default recurrences (nmt.ops.kernels), recorded
     hypotheses = (out / "test.hyp").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == 20
     for name in (STATE, BEST, "config.yaml", "src.model"):

@@ -433,3 +433,10 @@ def test_the_numerics_note_says_where_the_numbers_hold():
                                      "can train the same seeds to other numbers.")
     assert numerics_note(portable + legacy).startswith("numerics: mixed (1 native, 2 portable trials)")
     assert records_numerics(portable + legacy) is None and numerics_note([]) == ""
+    # trials on the opt-in Triton kernels (nmt.ops.kernels) are named; the default adds nothing
+    triton = [{"metrics": {"numerics": "portable", "kernels": "triton"}}]
+    assert numerics_note(portable + [{"metrics": {"numerics": "portable", "kernels": "torch"}}]) == numerics_note(portable)
+    assert numerics_note(triton + portable).endswith("kernels: Triton (1 of 3 trials, NMT_KERNELS=triton): their "
+                                                     "recurrences equal the default torch paths to rounding, not bit "
+                                                     "for bit.")
+    assert "(all trials," in numerics_note(triton)
