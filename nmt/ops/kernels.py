@@ -31,6 +31,8 @@ from nmt.errors import UserError
 KERNELS_ENV = "NMT_KERNELS"
 KERNELS = ("torch", "triton")
 TRITON_DTYPES = (torch.float32, torch.float64)
+#: the units whose recurrences have Triton kernels (the others compute the same with the switch on or off)
+TRITON_UNITS = ("ran", "atr", "sru", "srnmt", "mingru", "minlstm")
 
 
 def requested_kernels() -> str:

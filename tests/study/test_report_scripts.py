@@ -36,8 +36,10 @@ def test_the_commands_and_usage_lines_name_the_scripts_where_they_are():
     for script, output in run:
         assert (ROOT / script).parent == SCRIPTS and (ROOT / script).is_file(), script
         assert (ROOT / output).parent == ANALYSIS and (ROOT / output).is_file(), output
-    # report_tables.py writes results/REPORT.md's generated tables, not an analysis file (tested below)
-    assert {Path(script).stem for script, _ in run} == {path.stem for path in SCRIPTS.glob("*.py")} - {"report_tables"}
+    # report_tables.py writes results/REPORT.md's generated tables, not an analysis file (tested below); gpu_check.py
+    # measures a GPU machine into its --out folder (tests/study/test_gpu_check.py)
+    assert ({Path(script).stem for script, _ in run}
+            == {path.stem for path in SCRIPTS.glob("*.py")} - {"report_tables", "gpu_check"})
     assert not (SCRIPTS / "__init__.py").exists()
     for path in SCRIPTS.glob("*.py"):
         usage = re.findall(r"^ +python (\S+\.py)", path.read_text(encoding="utf-8"), re.M)
