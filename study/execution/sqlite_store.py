@@ -37,8 +37,13 @@ def schema_head() -> str | None:
 
 
 def stored_schema(database: Path) -> tuple[str | None, int]:
-    """(the store's schema version or None, how many runs it holds), read without writing."""
-    uri = f"{database.resolve().as_uri()}?mode=ro"
+    """(the store's schema version or None, how many runs it holds), read without writing, unless a
+    driver killed mid-write left a rollback journal beside it: a read-only connection cannot roll that
+    back ("attempt to write a readonly database"), so SQLite's own recovery runs first, as MLflow's
+    next connection would run it."""
+    journal = database.with_name(database.name + "-journal")
+    mode = "rw" if journal.is_file() and journal.stat().st_size > 0 else "ro"
+    uri = f"{database.resolve().as_uri()}?mode={mode}"
     try:
         with sqlite3.connect(uri, uri=True) as connection:
             tables = {row[0] for row in connection.execute("select name from sqlite_master where type = 'table'")}

@@ -12,6 +12,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -165,6 +166,33 @@ def test_a_half_made_store_is_set_aside_and_built_anew_and_one_with_runs_is_refu
         ensure_store(tmp_path / "not.db")
     assert (tmp_path / "not.db").read_text() == "my notes"
 
+
+# a process that dies inside a write transaction with its changes spilled to the database file
+DIES_MID_WRITE = """
+import os, sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("PRAGMA cache_size=1")  # the changed pages go to the file before the commit
+connection.execute("BEGIN")
+for index in range(500):
+    connection.execute("insert into dead_writes (key, value) values (?, ?)", (f"k{index}", "v" * 500))
+os._exit(0)
+"""
+
+
+def test_a_store_whose_writer_died_mid_transaction_is_rolled_back_and_used(tmp_path):
+    """A driver killed while MLflow writes leaves a hot rollback journal; the next driver's check
+    recovers it (SQLite's rollback) instead of calling the store no database."""
+    database = tmp_path / "mlflow.db"
+    full_store(database)
+    with sqlite3.connect(database) as connection:
+        connection.execute("create table dead_writes (key text, value text)")
+    head = stored_schema(database)[0]
+    subprocess.run([sys.executable, "-c", DIES_MID_WRITE, str(database)], check=True)
+    assert (tmp_path / "mlflow.db-journal").stat().st_size > 0  # a hot journal, as a kill leaves it
+    ensure_store(database, log=lambda line: pytest.fail(f"the store was not kept: {line}"))
+    assert stored_schema(database) == (head, 0) and not (tmp_path / "mlflow.db-journal").exists()
+    with sqlite3.connect(database) as connection:
+        assert connection.execute("select count(*) from dead_writes").fetchone() == (0,)  # the dead write is undone
 
 
 ONE_TRIAL = "  - {label: small, set: {}}"
