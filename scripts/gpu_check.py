@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 from nmt.cli import run_main
@@ -67,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "caller's NMT_KERNELS)")
     parser.add_argument("--hidden", type=int, nargs="+", default=[512, 1024], help="bench: cell sizes (default 512 1024)")
     parser.add_argument("--cells", nargs="+", help="bench: units (default: nmt.bench's, every unit)")
-    parser.add_argument("--bench-batch", default="64x30", help="bench: BxT (default 64x30, as the README's table)")
+    parser.add_argument("--bench-batch", type=batch_shape, default="64x30",
+                        help="bench: BxT (default 64x30, as the README's table)")
     parser.add_argument("--repeats", type=int, default=5, help="bench: timed rounds, the fastest counts (default 5)")
     parser.add_argument("--studies", nargs="+", help="epochs: Multi30k study names (default: all six)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -92,15 +94,29 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    failed = []
     for part in args.parts:
         began = time.perf_counter()
         print(f"== {part}", flush=True)
-        report[part] = PART_RUNNERS[part](args)
+        try:
+            report[part] = PART_RUNNERS[part](args)
+        except Exception as error:  # device time is scarce: a part that breaks must not cost the others
+            traceback.print_exc()
+            report[part] = {"error": f"{type(error).__name__}: {error}"}
+            failed.append(part)
         report[f"{part}_seconds"] = round(time.perf_counter() - began, 1)
         write_report(report, args.out)
-        print(f"== {part} done in {report[f'{part}_seconds']:.0f} s", flush=True)
+        print(f"== {part} {'failed' if part in failed else 'done'} in {report[f'{part}_seconds']:.0f} s", flush=True)
     print((args.out / "gpu_check.md").read_text(encoding="utf-8"))
-    return 0
+    return 1 if failed else 0
+
+
+def batch_shape(text: str) -> tuple[int, int]:
+    """``BxT`` as (B, T)."""
+    match = re.fullmatch(r"(\d+)x(\d+)", text)
+    if not match or 0 in (int(match[1]), int(match[2])):
+        raise argparse.ArgumentTypeError(f"{text!r}: give the batch as BxT, e.g. 64x30")
+    return int(match[1]), int(match[2])
 
 
 # --- 1. tests -----------------------------------------------------------------------------------
@@ -119,7 +135,7 @@ def run_tests(args) -> dict:
 
 def run_bench(args) -> dict:
     """nmt.bench's cell part on the torch paths and under NMT_KERNELS=triton."""
-    batch, length = (int(n) for n in args.bench_batch.split("x"))
+    batch, length = args.bench_batch
     command = [sys.executable, "-m", "nmt.bench", "--device", args.device, "--hidden", *map(str, args.hidden),
                "--threads", "1", "--batch", str(batch), "--length", str(length), "--repeats", str(args.repeats),
                "--skip", "models", "--skip", "decoding", "--skip", "targets", "--json"]
@@ -174,9 +190,15 @@ def epoch_rows(args, triton_units: tuple[str, ...]) -> list[dict]:
         label, cfg = reference_config(study, args)
         for kernels in args.kernels if cfg.model.cell in triton_units else args.kernels[:1]:
             os.environ["NMT_KERNELS"] = kernels  # read at each recurrence's call (nmt.ops.kernels)
-            rows.append({"study": study, "row": label, "cell": cfg.model.cell, "kernels": kernels,
-                         **time_epoch(cfg)})
-            print(f"  {study} {label} [{kernels}]: {rows[-1]['tokens_per_s']:,.0f} tok/s", flush=True)
+            row = {"study": study, "row": label, "cell": cfg.model.cell, "kernels": kernels}
+            try:
+                row.update(time_epoch(cfg))
+            except Exception as error:  # e.g. a kernel this GPU's Triton cannot build: the other rows still count
+                traceback.print_exc()
+                row.update(steps=0, tokens=0, error=f"{type(error).__name__}: {error}")
+            rows.append(row)
+            print(f"  {study} {label} [{kernels}]: "
+                  f"{row.get('error') or format(row['tokens_per_s'], ',.0f') + ' tok/s'}", flush=True)
     return rows
 
 
@@ -297,6 +319,9 @@ def write_report(report: dict, out: Path) -> None:
 
 def markdown(report: dict) -> str:
     lines = [f"# GPU check: {report['device']}, torch {report['torch']}, {report['started']}", ""]
+    broken = [part for part in PARTS if isinstance(report.get(part), dict) and set(report[part]) == {"error"}]
+    lines += [f"Part {part} failed: {report[part]['error']}" for part in broken] + ([""] if broken else [])
+    report = {key: value for key, value in report.items() if key not in broken}
     if "tests" in report:
         tests = report["tests"]
         counts = ", ".join(f"{tests[k]} {k}" for k in ("passed", "failed", "skipped", "error") if k in tests)
@@ -314,8 +339,8 @@ def markdown(report: dict) -> str:
         lines += ["One Multi30k epoch of each study's reference model (training tokens/s after "
                   f"{WARMUP_STEPS} warm-up steps):", "", "| study | row | kernels | steps | tokens/s |",
                   "|---|---|---|---:|---:|"]
-        lines += [f"| {r['study']} | {r['row']} | {r['kernels']} | {r['steps']} | {r['tokens_per_s']:,.0f} |"
-                  for r in report["epochs"]] + [""]
+        lines += [f"| {r['study']} | {r['row']} | {r['kernels']} | {r['steps']} | "
+                  f"{r.get('error') or format(r['tokens_per_s'], ',.0f')} |" for r in report["epochs"]] + [""]
     if "packing" in report:
         packing = report["packing"]
         lines += [f"Trials at once on one GPU ({packing['study']}'s reference model, {packing['steps']} timed steps "

@@ -26,10 +26,28 @@ def gpu_check(*args: str, cache_dir: Path) -> subprocess.CompletedProcess:
                           timeout=600, check=False)
 
 
-def test_the_doubling_rule_picks_the_most_trials_that_still_paid():
+def load_script():
     spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_a_part_or_an_epoch_that_breaks_is_reported_beside_the_rest():
+    """Device time is scarce: what broke is named in the report, and what ran is kept."""
+    report = {"device": "H200", "torch": "2.11", "started": "now", "bench": {"error": "RuntimeError: no kernel"},
+              "epochs": [{"study": "s", "row": "SR-NMT 1L", "kernels": "triton", "steps": 0, "tokens": 0,
+                          "error": "CompilationError: tl.foo"},
+                         {"study": "s", "row": "SR-NMT 1L", "kernels": "torch", "steps": 9, "tokens": 90,
+                          "tokens_per_s": 4321.0}]}
+    table = load_script().markdown(report)
+    assert "Part bench failed: RuntimeError: no kernel" in table and "ratio to nn.LSTM" not in table
+    assert "| s | SR-NMT 1L | triton | 0 | CompilationError: tl.foo |" in table
+    assert "| s | SR-NMT 1L | torch | 9 | 4,321 |" in table
+
+
+def test_the_doubling_rule_picks_the_most_trials_that_still_paid():
+    module = load_script()
     rows = [{"trials": n, "total_tokens_per_s": t} for n, t in ((1, 100.0), (2, 180.0), (4, 195.0), (8, 400.0))]
     assert module.trials_per_gpu(rows) == 2  # 4 gained 8% over 2: the later 8 does not count
     assert module.trials_per_gpu(rows[:1]) == 1
@@ -73,6 +91,9 @@ def test_bad_input_is_one_line(tmp_path, cache_dir):
     assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
         f"error: --data-dir {tmp_path / 'nowhere'}: directory not found; give the folder of the Multi30k files"]
     assert not (tmp_path / "out").exists()
+    shape = gpu_check("--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), "--bench-batch", "64",
+                      cache_dir=cache_dir)
+    assert shape.returncode == 2 and "'64': give the batch as BxT, e.g. 64x30" in shape.stderr
     if not torch.cuda.is_available():
         no_gpu = gpu_check("--data-dir", str(tmp_path), "--out", str(tmp_path / "out"), cache_dir=cache_dir)
         assert no_gpu.returncode == 2 and len(no_gpu.stderr.strip().splitlines()) == 1
