@@ -52,6 +52,9 @@ def stored_schema(database: Path) -> tuple[str | None, int]:
                 row = connection.execute("select version_num from alembic_version").fetchone()
                 version = row[0] if row else None
             runs = connection.execute("select count(*) from runs").fetchone()[0] if "runs" in tables else 0
+    except sqlite3.OperationalError as err:  # a database that cannot be read now (locked, unwritable, I/O)
+        raise UserError(f"MLflow store {database} could not be read ({err}); check that no other program holds it "
+                        f"and that its folder is writable, or pass --tracking-uri") from None
     except sqlite3.DatabaseError as err:
         raise UserError(f"MLflow store {database} is not a SQLite database ({err}); move it away (the trial store "
                         f"keeps every result, and the study logs its runs again) or pass --tracking-uri") from None

@@ -195,6 +195,21 @@ def test_a_store_whose_writer_died_mid_transaction_is_rolled_back_and_used(tmp_p
         assert connection.execute("select count(*) from dead_writes").fetchone() == (0,)  # the dead write is undone
 
 
+
+def test_a_store_another_program_holds_is_one_line_that_says_so(tmp_path):
+    database = tmp_path / "mlflow.db"
+    full_store(database)
+    holder = sqlite3.connect(database, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")  # e.g. a sqlite3 shell in the middle of a change
+        with pytest.raises(UserError, match=r"could not be read \(database is locked\); check that no other program "
+                                            r"holds it and that its folder is writable, or pass --tracking-uri"):
+            ensure_store(database)
+    finally:
+        holder.close()
+    assert stored_schema(database)[1] == 0
+
+
 ONE_TRIAL = "  - {label: small, set: {}}"
 
 
