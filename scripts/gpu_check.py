@@ -206,24 +206,35 @@ def time_epoch(cfg) -> dict:
     """One epoch's training: WARMUP_STEPS steps first (they compile the kernels), then the rest timed."""
     import torch
 
-    from nmt.trainer import Trainer
-
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
-        trainer = Trainer(cfg, scratch, log=lambda line: None)
-        trainer.cfg.train.max_steps = WARMUP_STEPS
-        trainer.train_epoch(1, math.inf)
-        trainer.cfg.train.max_steps = None
-        synchronize(trainer.device)
-        tokens_before, began = trainer.progress.train_tokens, time.perf_counter()
-        trainer.train_epoch(1, math.inf)
-        synchronize(trainer.device)
+        trainer = warmed_up_trainer(cfg, scratch)
+        began = time.perf_counter()
+        tokens = train_until(trainer, None)
         seconds = time.perf_counter() - began
-        tokens = trainer.progress.train_tokens - tokens_before
         steps = trainer.progress.steps
     del trainer
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return {"steps": steps, "tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": tokens / seconds}
+
+
+def warmed_up_trainer(cfg, scratch: str):
+    """A Trainer of ``cfg`` (writing to ``scratch``) after WARMUP_STEPS steps of epoch 1, its device idle."""
+    from nmt.trainer import Trainer
+
+    trainer = Trainer(cfg, scratch, log=lambda line: None)
+    train_until(trainer, WARMUP_STEPS)
+    return trainer
+
+
+def train_until(trainer, max_steps: int | None) -> int:
+    """Train on in epoch 1 until ``max_steps`` steps in all (None: the epoch's end), the device idle
+    after; the tokens trained."""
+    trainer.cfg.train.max_steps = max_steps
+    before = trainer.progress.train_tokens
+    trainer.train_epoch(1, math.inf)
+    synchronize(trainer.device)
+    return trainer.progress.train_tokens - before
 
 
 def synchronize(device) -> None:
@@ -275,28 +286,19 @@ def packed_run(count: int, args) -> dict:
 
 def packing_worker(job: dict) -> int:
     """One packed trial: load, warm up, say ready, wait for the others, time ``steps`` steps."""
-    import torch  # noqa: F401  (loaded before the clock starts)
-
-    from nmt.trainer import Trainer
-
     args = argparse.Namespace(data_dir=Path(job["data_dir"]), overrides=job["overrides"], device=job["device"])
     _, cfg = reference_config(job["study"], args)
     cfg.train.seed = 1 + job["index"]  # the seeds of a study's row, as its trials run side by side
     barrier = Path(job["barrier"])
     with tempfile.TemporaryDirectory(prefix="gpu-check-trial-") as scratch:
-        trainer = Trainer(cfg, scratch, log=lambda line: None)
-        trainer.cfg.train.max_steps = WARMUP_STEPS
-        trainer.train_epoch(1, math.inf)
-        synchronize(trainer.device)
+        trainer = warmed_up_trainer(cfg, scratch)
         (barrier / f"ready-{job['index']}").touch()
         while not (barrier / "go").exists():
             time.sleep(0.05)
-        trainer.cfg.train.max_steps = WARMUP_STEPS + job["steps"]
-        tokens_before, start = trainer.progress.train_tokens, time.time()
-        trainer.train_epoch(1, math.inf)  # the epoch must hold the steps: a Multi30k epoch has about 200
-        synchronize(trainer.device)
+        start = time.time()
+        tokens = train_until(trainer, WARMUP_STEPS + job["steps"])  # a Multi30k epoch holds them: about 200 steps
         end = time.time()
-    print(json.dumps({"start": start, "end": end, "tokens": trainer.progress.train_tokens - tokens_before}))
+    print(json.dumps({"start": start, "end": end, "tokens": tokens}))
     return 0
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.ops.kernels import use_triton
+from nmt.ops.kernels import choose_method
 
 
 def atr_scan(q: Tensor, weight: Tensor, bias: Tensor, h0: Tensor, mask: Tensor, reverse: bool, gates: str,
@@ -40,15 +40,11 @@ def atr_scan(q: Tensor, weight: Tensor, bias: Tensor, h0: Tensor, mask: Tensor, 
     outputs (B, T, H) and the last state (B, H); k = 2 for independent gates, else 1. ``method``:
     ``torch`` (this module's loop), ``triton`` (fused step kernels), ``auto`` (``nmt.ops.kernels``)."""
     sign = 1.0 if forget_sign == "input_minus_history" else -1.0
-    if method == "auto":
-        method = "triton" if use_triton(q) else "torch"
-    if method == "triton":
+    if choose_method(method, q, "atr_scan") == "triton":
         # loaded on request only: triton is an optional dependency
         from nmt.ops.triton_steps import triton_atr_scan
 
         return triton_atr_scan(q, weight, bias, h0, mask, reverse, gates, sign, candidate == "tanh")
-    if method != "torch":
-        raise ValueError(f"unknown atr_scan method {method!r}")
     return _ATRScan.apply(q, weight, bias, h0, mask, reverse, gates, sign, candidate == "tanh")
 
 

@@ -52,3 +52,14 @@ def triton_runs_on(x: Tensor) -> bool:
 def use_triton(x: Tensor) -> bool:
     """Whether an ``auto`` recurrence on ``x`` runs on the Triton kernels."""
     return requested_kernels() == "triton" and triton_runs_on(x)
+
+
+def choose_method(method: str, x: Tensor, name: str, default: str = "torch",
+                  torch_methods: tuple[str, ...] = ("torch",)) -> str:
+    """The method recurrence ``name`` runs on ``x``: ``auto`` is ``triton`` where ``use_triton(x)``,
+    else ``default``; ``triton`` and ``torch_methods`` stand; anything else is refused."""
+    if method == "auto":
+        return "triton" if use_triton(x) else default
+    if method != "triton" and method not in torch_methods:
+        raise ValueError(f"unknown {name} method {method!r}")
+    return method

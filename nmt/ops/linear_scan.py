@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.ops.kernels import use_triton
+from nmt.ops.kernels import choose_method
 
 
 def linear_scan(a: Tensor, b: Tensor, c0: Tensor, reverse: bool = False, method: str = "auto") -> Tensor:
@@ -33,15 +33,13 @@ def linear_scan(a: Tensor, b: Tensor, c0: Tensor, reverse: bool = False, method:
     a, b: (B, T, H); c0: (B, H). ``reverse`` runs from t = T down to 1
     (c_{T+1} = c0). Returns c: (B, T, H).
     """
-    if method == "auto":
-        method = "triton" if use_triton(a) else "doubling" if a.is_cuda else "sequential"
+    method = choose_method(method, a, "linear_scan", default="doubling" if a.is_cuda else "sequential",
+                           torch_methods=("sequential", "doubling"))
     if method == "triton":
         # loaded on request only: triton is an optional dependency
         from nmt.ops.triton_scan import triton_linear_scan
 
         return triton_linear_scan(a, b, c0, reverse)
-    if method not in ("sequential", "doubling"):
-        raise ValueError(f"unknown linear_scan method {method!r}")
     if reverse:
         return _LinearScan.apply(a.flip(1), b.flip(1), c0, method).flip(1)
     return _LinearScan.apply(a, b, c0, method)

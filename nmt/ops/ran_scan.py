@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.ops.kernels import use_triton
+from nmt.ops.kernels import choose_method
 
 
 def ran_scan(u: Tensor, weight: Tensor, bias: Tensor, h0: Tensor, c0: Tensor, mask: Tensor, reverse: bool,
@@ -33,15 +33,11 @@ def ran_scan(u: Tensor, weight: Tensor, bias: Tensor, h0: Tensor, c0: Tensor, ma
     """u (B, T, 3H) = [input gate terms; forget gate terms; content], weight (2H, H) = U,
     bias (2H,), h0 and c0 (B, H), mask (B, T) -> outputs (B, T, H), last h and last c (B, H).
     ``method``: ``torch`` (this module's loop), ``triton`` (fused step kernels), ``auto`` (``nmt.ops.kernels``)."""
-    if method == "auto":
-        method = "triton" if use_triton(u) else "torch"
-    if method == "triton":
+    if choose_method(method, u, "ran_scan") == "triton":
         # loaded on request only: triton is an optional dependency
         from nmt.ops.triton_steps import triton_ran_scan
 
         return triton_ran_scan(u, weight, bias, h0, c0, mask, reverse, tanh_output)
-    if method != "torch":
-        raise ValueError(f"unknown ran_scan method {method!r}")
     return _RANScan.apply(u, weight, bias, h0, c0, mask, reverse, tanh_output)
 
 

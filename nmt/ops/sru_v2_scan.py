@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.ops.kernels import use_triton
+from nmt.ops.kernels import choose_method
 from nmt.ops.linear_scan import linear_scan_adjoint
 
 
@@ -32,15 +32,11 @@ def sru_v2_memory(u: Tensor, x_tilde: Tensor, v: Tensor, c0: Tensor, mask: Tenso
     """u, x_tilde (B, T, H), v (H,), c0 (B, H), mask (B, T) -> c (B, T, H): every c_t, carried
     through padded positions; ``reverse`` runs from t = T down to 1. ``method``: ``torch`` (this
     module's loop), ``triton`` (one kernel each way), ``auto`` (``nmt.ops.kernels``)."""
-    if method == "auto":
-        method = "triton" if use_triton(u) else "torch"
-    if method == "triton":
+    if choose_method(method, u, "sru_v2_memory") == "triton":
         # loaded on request only: triton is an optional dependency
         from nmt.ops.triton_scan import triton_sru_v2_memory
 
         return triton_sru_v2_memory(u, x_tilde, v, c0, mask, reverse)
-    if method != "torch":
-        raise ValueError(f"unknown sru_v2_memory method {method!r}")
     if reverse:
         return _SRUv2Memory.apply(u.flip(1), x_tilde.flip(1), v, c0, mask.flip(1)).flip(1)
     return _SRUv2Memory.apply(u, x_tilde, v, c0, mask)
