@@ -99,8 +99,8 @@ class TrainConfig:
     seed: int = 1
     threads: int | None = setting(None, "torch intra-op threads; default: torch's choice", ge=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # How the CPU computes, not what is trained (nmt.numerics): portable pins the kernels to AVX2 so a
-    # seed gives the same model on any x86-64 CPU; native lets each CPU use its own, faster ones. Kept
+    # How the CPU computes, not what is trained (nmt.numerics): portable pins the kernels (pinning 2) so a
+    # seed gives the same model on Intel and AMD CPUs with AVX2; native lets each CPU use its own, faster ones. Kept
     # out of the trial key, like the threads and the device.
     numerics: Literal["portable", "native"] = "portable"
 

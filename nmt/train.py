@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="shrink data, model and epochs so any config finishes in well under a minute")
     parser.add_argument("--threads", type=int, help="torch threads (same as --set train.threads=N)")
     parser.add_argument("--numerics", choices=NUMERICS,
-                        help="portable (default): the same model on any x86-64 CPU with AVX2; native: the CPU's own "
+                        help="portable (default): the same model on Intel and AMD CPUs with AVX2; native: the CPU's own "
                              "kernels, faster (same as --set train.numerics=...)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--force", action="store_true", help="replace the run in --out (once the new one has finished)")

@@ -61,7 +61,7 @@ from nmt.evaluate import corpus_bleu, corpus_chrf
 from nmt.fileio import write_json, write_lines
 from nmt.model import Seq2Seq, build_model
 from nmt.translator import translate
-from nmt.numerics import numerics_record
+from nmt.numerics import adam_options, arithmetic, numerics_record
 from nmt.ops.kernels import requested_kernels
 
 ReportFn = Callable[[dict, Path], None]
@@ -139,7 +139,7 @@ class Trainer:
         self.model: Seq2Seq = build_model(cfg.model, len(self.data.src_vocab), len(self.data.tgt_vocab)).to(self.device)
         groups = [{"params": params, "lr": cfg.train.lr * scale, "lr_scale": scale}
                   for params, scale in self.model.lr_scales()]
-        self.optimizer = torch.optim.Adam(groups, lr=cfg.train.lr)
+        self.optimizer = torch.optim.Adam(groups, lr=cfg.train.lr, **adam_options(cfg.train.numerics))
         self.progress = Progress(lr=cfg.train.lr)
 
     # --- state -------------------------------------------------------------------
@@ -154,7 +154,8 @@ class Trainer:
         if self.device.type == "cuda":
             rng["cuda"] = torch.cuda.get_rng_state()
         atomic_save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "progress": asdict(self.progress), "rng": rng}, self.checkpoint_dir / STATE)
+                     "progress": asdict(self.progress), "rng": rng, "arithmetic": arithmetic(self.cfg.train.numerics)},
+                    self.checkpoint_dir / STATE)
 
     def resume(self, checkpoint_dir: str | Path) -> bool:
         """Continue from a checkpoint directory written by ``save_checkpoint``.
@@ -164,6 +165,11 @@ class Trainer:
         checkpoint_dir = Path(checkpoint_dir)
         try:
             state = load_file(checkpoint_dir / STATE)
+            # a checkpoint from before the pinning's version was recorded: pinning 1 when portable
+            saved = state.get("arithmetic") or arithmetic(self.cfg.train.numerics, None)
+            if saved != arithmetic(self.cfg.train.numerics):
+                raise ValueError(f"its epochs computed with numerics {saved}, and this run computes with "
+                                 f"{arithmetic(self.cfg.train.numerics)}; a run keeps one")
             best = load_file(checkpoint_dir / BEST) if (checkpoint_dir / BEST).is_file() else None
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", type=Path, help="write translations to this file instead of stdout")
     parser.add_argument("--threads", type=int, help="torch threads")
     parser.add_argument("--numerics", choices=NUMERICS,
-                        help="portable: the same translations on any x86-64 CPU with AVX2; native: the CPU's own "
+                        help="portable: the same translations on Intel and AMD CPUs with AVX2; native: the CPU's own "
                              "kernels (default: the run's train.numerics)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     return parser

@@ -58,11 +58,13 @@ def model_config(model: dict) -> ModelConfig:
     return config_from_dict({"model": model}, source="nmt.bench").model
 
 
-def prepare_model(model_section: dict, batch: int, length: int, vocab: int, device: torch.device) -> dict:
-    """A model on random data (speed does not depend on the values) and its training step."""
+def prepare_model(model_section: dict, batch: int, length: int, vocab: int, device: torch.device,
+                  adam: dict | None = None) -> dict:
+    """A model on random data (speed does not depend on the values) and its training step; ``adam``:
+    the optimiser's options (nmt.numerics.adam_options: portable numerics fuse it)."""
     cfg = model_config(model_section)
     model = build_model(cfg, vocab, vocab).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, **(adam or {}))
     src = torch.randint(4, vocab, (batch, length), device=device)
     tgt = torch.randint(4, vocab, (batch, length + 1), device=device)
     src_mask = torch.ones_like(src, dtype=torch.bool)

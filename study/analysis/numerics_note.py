@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from nmt.numerics import PINNINGS, record_arithmetic
+
 LEGACY = "native"  # a record from before the setting existed computed with the CPU's own kernels
 
 
@@ -30,17 +32,32 @@ def _kernels_sentence(records: list[dict]) -> str:
 
 
 def _setting_sentence(records: list[dict]) -> str:
-    settings = sorted({str(r["metrics"].get("numerics") or LEGACY) for r in records if isinstance(r.get("metrics"), dict)})
-    if not settings:
+    metrics = [r["metrics"] for r in records if isinstance(r.get("metrics"), dict)]
+    ways = sorted({record_arithmetic(m, LEGACY) for m in metrics})
+    if not ways:
         return ""
-    if settings == ["portable"]:
-        return ("numerics: portable (ATen and MKL pinned to AVX2): the same seeds give these numbers on any x86-64 CPU "
-                "with AVX2, at one thread per trial.")
-    if settings == ["native"]:
+    if len(ways) == 1 and ways[0].startswith("portable-"):
+        return _portable_sentence(ways[0])
+    if ways == ["native"]:
         cpus = sorted({str(r.get("cpu") or r["metrics"].get("cpu")) for r in records
                        if r.get("cpu") or r["metrics"].get("cpu")})
         where = f" ({'; '.join(cpus)})" if cpus else ""
         return (f"numerics: native, each CPU's own kernels{where}: another CPU type can train the same seeds to "
                 "other numbers.")
-    counts = ", ".join(f"{sum(str(r['metrics'].get('numerics') or LEGACY) == s for r in records)} {s}" for s in settings)
+    counts = ", ".join(f"{sum(record_arithmetic(m, LEGACY) == way for m in metrics)} {way}" for way in ways)
     return f"numerics: mixed ({counts} trials): rows trained under different settings compare less exactly."
+
+
+def _portable_sentence(way: str) -> str:
+    """Where portable numbers hold: the CPUs their pinning was verified on (nmt.numerics.PINNINGS), and
+    no more."""
+    number = way.rsplit("-", 1)[1]
+    pinning = PINNINGS.get(int(number)) if number.isdigit() else None
+    if pinning is None:
+        return (f"numerics: portable, pinning {number}, which this version does not know: where its numbers hold "
+                "is not said.")
+    sentence = (f"numerics: portable, pinning {number} ({pinning.what}), one thread per trial: verified to give the "
+                f"same numbers from the same seeds on {'; '.join(pinning.verified_on)}")
+    if pinning.differs_on:
+        sentence += f"; {' and '.join(pinning.differs_on)} computed other numbers under it"
+    return sentence + "."

@@ -171,7 +171,7 @@ class StudyFields:
     budget: BudgetSpec = field(default_factory=BudgetSpec)
     table: TableSpec = field(default_factory=TableSpec)
     claims: list[ClaimSpec] = field(default_factory=list)  # typed by study.spec.claims.parse_claims
-    # how every trial's CPU computes (nmt.numerics): portable, the same numbers on any x86-64 CPU with AVX2,
+    # how every trial's CPU computes (nmt.numerics): portable, the same numbers on Intel and AMD CPUs with AVX2,
     # or native, each CPU's own kernels; one setting per study (its stored trials are checked on --resume)
     numerics: Literal["portable", "native"] = "portable"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmt.errors import UserError
+from nmt.numerics import PINNING, PINNINGS, arithmetic, record_arithmetic
 from nmt.typed_config import tree_changes
 from study.spec.model import SPACES_DIR, StudySpec, Trial, trained_part
 from study.spec.options import RunOptions
@@ -49,23 +50,38 @@ LEGACY_NUMERICS = "native"  # a record from before the setting existed: the CPU'
 
 
 def check_numerics(spec: StudySpec, exp_dir: Path) -> None:
-    """A study keeps one numerics setting (nmt.numerics), so that its rows compare: every finished trial
-    must have computed with the one this run would use."""
+    """A study keeps one way of computing (nmt.numerics: the setting, and for portable its pinning), so
+    that its rows compare: every finished trial must have computed as this run would."""
     store = TrialStore(exp_dir)
     used: dict[str, int] = {}
     for key in store.keys():
         metrics = store.finished_metrics(key)
         if metrics is not None:
-            setting = str(metrics.get("numerics") or LEGACY_NUMERICS)
-            used[setting] = used.get(setting, 0) + 1
-    other = {setting: count for setting, count in used.items() if setting != spec.fields.numerics}
-    if other:
-        setting, count = next(iter(other.items()))
-        legacy = " (recorded before the setting existed: the CPU's own kernels)" if setting == LEGACY_NUMERICS else ""
-        raise UserError(f"study {spec.name}: {count} of its finished trials computed with numerics {setting}{legacy}, "
-                        f"and this run would use {spec.fields.numerics}; a study keeps one setting so that its rows "
-                        f"compare: add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), or start "
-                        f"it over with --fresh")
+            way = record_arithmetic(metrics, LEGACY_NUMERICS)
+            used[way] = used.get(way, 0) + 1
+    this_run = arithmetic(spec.fields.numerics)
+    other = {way: count for way, count in used.items() if way != this_run}
+    if not other:
+        return
+    way, count = next(iter(other.items()))
+    if way.startswith("portable-") and this_run.startswith("portable-"):  # one setting, two pinnings
+        raise UserError(f"study {spec.name}: {count} of its finished trials computed with numerics {way} "
+                        f"({pinning_text(way)}), and this version computes portable with pinning {PINNING} "
+                        f"({PINNINGS[PINNING].what}); a study keeps one so that "
+                        f"its rows compare: start it over with --fresh, or run it under a new name or --results")
+    legacy = " (recorded before the setting existed: the CPU's own kernels)" if way == LEGACY_NUMERICS else ""
+    setting = way.split("-", 1)[0]
+    raise UserError(f"study {spec.name}: {count} of its finished trials computed with numerics {way}{legacy}, "
+                    f"and this run would use {this_run}; a study keeps one setting so that its rows "
+                    f"compare: add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), or start "
+                    f"it over with --fresh")
+
+
+def pinning_text(way: str) -> str:
+    """What ``portable-N`` pinned, or that this version does not know pinning N (a newer tool's record)."""
+    number = way.rsplit("-", 1)[1]
+    known = PINNINGS.get(int(number)) if number.isdigit() else None
+    return known.what if known else "a pinning this version does not know"
 
 
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'

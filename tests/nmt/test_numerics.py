@@ -81,7 +81,7 @@ def test_portable_numerics_after_torch_computed_are_refused():
 
 
 def test_settings_and_their_environment():
-    assert numerics_env("portable") == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert numerics_env("portable") == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"}
     assert numerics_env("native") == {}
     with pytest.raises(UserError, match="'fast' is not a numerics setting; use portable"):
         check_numerics("fast", "train.numerics")
@@ -96,25 +96,78 @@ def test_numerics_stay_out_of_the_trial_key():
     assert config_key(config) == config_key(native) == config_key(portable)
 
 
-def test_a_study_keeps_one_numerics_setting(tmp_path):
-    from study.spec.loading import spec_from_dict
-    from study.store.resume_checks import check_numerics as check_study
-    from study.store.trial_store import TrialStore
+class StoredStudy:
+    """A study file's tree and a trial store to which ``finish`` adds finished trials with given metrics."""
 
-    tree = {"name": "mixed", "description": "d", "data": {"preset": "synthetic", "size": 100, "spm": {"vocab_size": 50}},
-            "base": {"model": {"hidden": 8, "emb": 8}}, "variants": [{"label": "a", "set": {}}], "budget": {"epochs": 1}}
-    store = TrialStore(tmp_path / "store")
-    (checkpoint := tmp_path / "contents").mkdir()
-    store.start("aaaaaaaaaaaa", {"key": "aaaaaaaaaaaa"})
-    store.install_finished("aaaaaaaaaaaa", checkpoint, {"status": "ok", "test_bleu": 1.0})  # recorded before the setting
+    def __init__(self, tmp_path, name: str):
+        from study.store.trial_store import TrialStore
+
+        self.tree = {"name": name, "description": "d", "data": {"preset": "synthetic", "size": 100,
+                                                                "spm": {"vocab_size": 50}},
+                     "base": {"model": {"hidden": 8, "emb": 8}}, "variants": [{"label": "a", "set": {}}],
+                     "budget": {"epochs": 1}}
+        self.root = tmp_path / "store"
+        self.store = TrialStore(self.root)
+        self.contents = tmp_path / "contents"
+        self.contents.mkdir()
+
+    def finish(self, key: str, **metrics) -> None:
+        self.store.start(key * 12, {"key": key * 12})
+        self.store.install_finished(key * 12, self.contents, {"status": "ok", "test_bleu": 1.0, **metrics})
+
+    def check(self, **study) -> None:
+        from study.spec.loading import spec_from_dict
+        from study.store.resume_checks import check_numerics as check_study
+
+        check_study(spec_from_dict({**self.tree, **study}, "s.yaml"), self.root)
+
+
+def test_a_study_keeps_one_numerics_setting(tmp_path):
+    stored = StoredStudy(tmp_path, "mixed")
+    stored.finish("a")  # recorded before the setting existed
     with pytest.raises(UserError, match=r"study mixed: 1 of its finished trials computed with numerics native \(recorded "
                                         r"before the setting existed.*add `numerics: native` to s\.yaml"):
-        check_study(spec_from_dict(tree, "s.yaml"), tmp_path / "store")
-    check_study(spec_from_dict({**tree, "numerics": "native"}, "s.yaml"), tmp_path / "store")
-    store.start("bbbbbbbbbbbb", {"key": "bbbbbbbbbbbb"})
-    store.install_finished("bbbbbbbbbbbb", checkpoint, {"status": "ok", "test_bleu": 1.0, "numerics": "portable"})
-    with pytest.raises(UserError, match="1 of its finished trials computed with numerics portable"):
-        check_study(spec_from_dict({**tree, "numerics": "native"}, "s.yaml"), tmp_path / "store")
+        stored.check()
+    stored.check(numerics="native")
+    stored.finish("b", numerics="portable", pinning=2)
+    with pytest.raises(UserError, match="1 of its finished trials computed with numerics portable-2, and this run would "
+                                        "use native"):
+        stored.check(numerics="native")
+
+
+def test_a_study_keeps_one_pinning_of_portable_numerics(tmp_path):
+    """Records of pinning 1 (portable before pinnings were recorded: MKL on AVX2) do not mix with pinning 2's."""
+    stored = StoredStudy(tmp_path, "pinned")
+    stored.finish("a", numerics="portable", pinning=2)
+    stored.check()  # this version's pinning: nothing to say
+    stored.finish("b", numerics="portable")
+    with pytest.raises(UserError, match=r"study pinned: 1 of its finished trials computed with numerics portable-1 \(ATen "
+                                        r"and MKL pinned to AVX2\), and this version computes portable with pinning 2 "
+                                        r"\(.*COMPATIBLE.*\); a study keeps one .* start it over with --fresh"):
+        stored.check()
+
+
+def test_a_checkpoint_of_another_pinning_is_not_continued(tmp_path):
+    """A run's epochs keep one arithmetic: a checkpoint written under pinning 1 (no arithmetic recorded)
+    is not continued under pinning 2; the run starts over and says why."""
+    import torch
+
+    from nmt.config import config_from_dict, smoke
+    from nmt.trainer import STATE, Trainer
+
+    cfg = smoke(config_from_dict({"data": {"preset": "synthetic", "size": 60, "cache_dir": str(tmp_path / "cache")},
+                                  "train": {"max_epochs": 1}}))
+    said: list[str] = []
+    first = Trainer(cfg, tmp_path / "first", log=said.append)
+    first.fit()
+    state = torch.load(first.checkpoint_dir / STATE, weights_only=True)
+    assert state["arithmetic"] == "portable-2"
+    assert Trainer(cfg, tmp_path / "again", log=said.append).resume(first.checkpoint_dir)
+    del state["arithmetic"]  # as pinning 1 wrote it
+    torch.save(state, first.checkpoint_dir / STATE)
+    assert not Trainer(cfg, tmp_path / "later", log=said.append).resume(first.checkpoint_dir)
+    assert any("its epochs computed with numerics portable-1, and this run computes with portable-2; a run keeps one"
+               in line and "starting from scratch" in line for line in said)
 
 
 def test_a_run_in_a_process_that_computed_before_is_recorded_as_native(tmp_path, capsys, monkeypatch):

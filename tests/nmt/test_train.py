@@ -57,7 +57,8 @@ def test_train_cli_writes_metrics_hypotheses_and_checkpoint_then_translate_round
     assert metrics["train_tokens_per_s"] > 0 and metrics["decode_words_per_s"] > 0
     assert metrics["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     # portable numerics by default, recorded where they hold (nmt.numerics)
-    assert (metrics["numerics"], metrics["cpu_capability"], metrics["mkl_cbwr"]) == ("portable", "AVX2", "AVX2")
+    assert (metrics["numerics"], metrics["pinning"], metrics["cpu_capability"], metrics["mkl_cbwr"]) == (
+        "portable", 2, "AVX2", "COMPATIBLE")
     assert metrics["kernels"] == "torch"  # the default recurrences (nmt.ops.kernels), recorded
     hypotheses = (out / "test.hyp").read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == 20

@@ -426,16 +426,28 @@ def test_bar_plot_of_rows_all_at_zero_bleu_keeps_a_readable_axis(tmp_path, monke
 def test_the_numerics_note_says_where_the_numbers_hold():
     from study.analysis.numerics_note import numerics_note, records_numerics
 
-    portable = [{"metrics": {"numerics": "portable"}}] * 2
+    portable = [{"metrics": {"numerics": "portable", "pinning": 2}}] * 2
     legacy = [{"metrics": {}, "cpu": "AMD EPYC (family 25)"}]
-    assert numerics_note(portable).startswith("numerics: portable") and records_numerics(portable) == "portable"
+    assert numerics_note(portable) == (
+        "numerics: portable, pinning 2 (ATen pinned to AVX2, MKL to its COMPATIBLE branch, oneDNN off, Adam fused), one "
+        "thread per trial: verified to give the same numbers from the same seeds on Intel Xeon; AMD EPYC (emulated by "
+        "QEMU: the golden smoke table).")
+    assert records_numerics(portable) == "portable"
+    # pinning 1 (a portable record without a pinning) says where it held and where it did not
+    pinning_1 = [{"metrics": {"numerics": "portable"}}]
+    assert numerics_note(pinning_1) == (
+        "numerics: portable, pinning 1 (ATen and MKL pinned to AVX2), one thread per trial: verified to give the same "
+        "numbers from the same seeds on Intel Xeon; AMD EPYC computed other numbers under it.")
+    assert numerics_note(pinning_1 + portable).startswith("numerics: mixed (1 portable-1, 2 portable-2 trials)")
+    assert "does not know" in numerics_note([{"metrics": {"numerics": "portable", "pinning": 9}}])
     assert numerics_note(legacy) == ("numerics: native, each CPU's own kernels (AMD EPYC (family 25)): another CPU type "
                                      "can train the same seeds to other numbers.")
-    assert numerics_note(portable + legacy).startswith("numerics: mixed (1 native, 2 portable trials)")
+    assert numerics_note(portable + legacy).startswith("numerics: mixed (1 native, 2 portable-2 trials)")
     assert records_numerics(portable + legacy) is None and numerics_note([]) == ""
     # trials on the opt-in Triton kernels (nmt.ops.kernels) are named; the default adds nothing
-    triton = [{"metrics": {"numerics": "portable", "kernels": "triton"}}]
-    assert numerics_note(portable + [{"metrics": {"numerics": "portable", "kernels": "torch"}}]) == numerics_note(portable)
+    triton = [{"metrics": {"numerics": "portable", "pinning": 2, "kernels": "triton"}}]
+    assert numerics_note(portable + [{"metrics": {"numerics": "portable", "pinning": 2, "kernels": "torch"}}]) == \
+        numerics_note(portable)
     assert numerics_note(triton + portable).endswith("kernels: Triton (1 of 3 trials, NMT_KERNELS=triton): their "
                                                      "recurrences equal the default torch paths to rounding, not bit "
                                                      "for bit.")
