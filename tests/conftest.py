@@ -14,6 +14,14 @@ from nmt.config import load_config
 torch.set_num_threads(1)  # tests run beside each other (xdist); one thread each avoids oversubscription
 
 
+def pytest_configure(config):
+    """The time budget's report (tests/suite_budget.py), once, in the process that prints the summary."""
+    if not hasattr(config, "workerinput"):  # not an xdist worker
+        from suite_budget import SuiteBudget
+
+        config.pluginmanager.register(SuiteBudget(), "suite_budget")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_tempdir(tmp_path_factory):
     """Temp files of in-process code (a study driver's Ray storage, MLflow's database-init lock files)

@@ -272,6 +272,9 @@ def test_epoch_checkpointed_but_not_reported_at_a_kill_still_reaches_the_record(
     path = tmp_path / "window.yaml"
     path.write_text(grid_study("window", "  - {label: small, set: {}}", seeds=1, epochs=3))
     (trial,) = expand(load_study(str(path)))
+    # this process computed with torch before, so it cannot pin portable numerics: both runs compute natively,
+    # as train_trial would find (a run keeps one arithmetic: a portable checkpoint is not continued natively)
+    trial.config["train"]["numerics"] = "native"
     trial.storage = str(tmp_path / "store")
     store = TrialStore(Path(trial.storage))
 
@@ -305,6 +308,9 @@ def test_a_finished_trial_run_again_keeps_the_node_that_trained_it(tmp_path, cac
     path = tmp_path / "node.yaml"
     path.write_text(grid_study("node", "  - {label: small, set: {}}", seeds=1, epochs=1))
     (trial,) = expand(load_study(str(path)))
+    # this process computed with torch before, so it cannot pin portable numerics: both runs compute natively,
+    # as train_trial would find (a run keeps one arithmetic: a portable checkpoint is not continued natively)
+    trial.config["train"]["numerics"] = "native"
     trial.storage = str(tmp_path / "store")
     store = TrialStore(Path(trial.storage))
     monkeypatch.setattr("study.execution.trainable.ray_node_id", lambda: "node-that-trained")
@@ -334,6 +340,9 @@ def test_a_finished_trial_recorded_before_cpus_were_gets_none_on_a_resume(tmp_pa
     path = tmp_path / "old.yaml"
     path.write_text(grid_study("old", "  - {label: small, set: {}}", seeds=1, epochs=1))
     (trial,) = expand(load_study(str(path)))
+    # this process computed with torch before, so it cannot pin portable numerics: both runs compute natively,
+    # as train_trial would find (a run keeps one arithmetic: a portable checkpoint is not continued natively)
+    trial.config["train"]["numerics"] = "native"
     trial.storage = str(tmp_path / "store")
     store = TrialStore(Path(trial.storage))
     train_trial({TRIAL: trial.to_dict()})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nmt.numerics import PINNING
 from study.execution.dry_run import trial_seconds
 from study.run import main
 from study.spec.loading import load_study
@@ -37,7 +38,7 @@ def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir
     other = TrialStore(results / "ray" / "units")  # a study that finished the same GRU trial
     other.start(gru.key, {"key": gru.key, "label": "GRU", "row": gru.row, "seed": gru.seed, "config": gru.config})
     (other.run_dir(gru.key) / "checkpoint").mkdir(parents=True)
-    other.finish(gru.key, {"test_bleu": 1.0, "numerics": "portable"})
+    other.finish(gru.key, {"test_bleu": 1.0, "numerics": "portable", "pinning": PINNING})
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     assert main(["cells", "--smoke", "--dry-run", "--reuse-from", "units", "--results", str(results),
                  "--cpus", "2"]) == 0
@@ -58,7 +59,8 @@ def _stored(store, trial, epochs: float, stop_reason: str | None = None, final_s
     if final_state:
         (checkpoint / "state.pt").write_bytes(b"state after the last epoch")
     if stop_reason:
-        store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0, "numerics": "portable"})
+        store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0, "numerics": "portable",
+                                 "pinning": PINNING})
 
 
 def test_a_resumed_study_counts_only_what_is_left(tmp_path):

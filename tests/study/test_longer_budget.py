@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from study_helpers import grid_study, mlflow_runs, study, table_rows
 
+from nmt.numerics import PINNING
 from study.spec.expansion import expand
 from study.spec.loading import load_study
 from study.store.longer_budget import budget_raised, continue_under_new_budget, extension_outcome, without_budget
@@ -66,7 +67,7 @@ def _finished_trial(store: TrialStore, trial, stop_reason: str, checkpoint: bool
         (run / "best.pt").write_bytes(b"best")
     (store.run_dir(trial.key) / "test.hyp").write_text("a hyp\n")
     store.finish(trial.key, {"status": "ok", "stop_reason": stop_reason, "test_bleu": 1.0, "epochs": float(epochs),
-                             "numerics": "portable"})
+                             "numerics": "portable", "pinning": PINNING})
 
 
 @pytest.mark.parametrize("stop_reason, checkpoint, outcome", [
