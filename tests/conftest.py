@@ -22,6 +22,16 @@ def pytest_configure(config):
         config.pluginmanager.register(SuiteBudget(), "suite_budget")
 
 
+def pytest_terminal_summary(terminalreporter):
+    """Which CPU ran the suite: the golden numbers (tests/e2e/test_golden.py) hold or fail per CPU, and a
+    run's log is the evidence for adding one to tests/golden/golden.json."""
+    from nmt.numerics import cpu_name
+
+    vendor = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
+                   if line.startswith("vendor_id")), "unknown vendor") if os.path.isfile("/proc/cpuinfo") else "unknown vendor"
+    terminalreporter.write_line(f"cpu: {cpu_name()} ({vendor}), {os.cpu_count()} cores")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_tempdir(tmp_path_factory):
     """Temp files of in-process code (a study driver's Ray storage, MLflow's database-init lock files)

@@ -2,8 +2,9 @@
 its reason, in tests/slow_tests.txt, so that a new slow test is a decision, not an accident.
 
 At the end of every run (tests/conftest.py registers this as a plugin) the terminal summary names
-each test that took longer (setup, call and teardown together) without being listed, and each
-listed test that no longer does. Nothing fails on a time: a machine's load moves every duration,
+each test whose own time (its call phase) was longer without being listed, and each listed test that
+no longer took that long. A shared fixture's set-up is not charged to whichever test happens to
+need it first (pytest's --durations lists set-ups on their own). Nothing fails on a time: a machine's load moves every duration,
 so the summary informs and tests/test_suite_hygiene.py checks only that the list names real tests.
 """
 
@@ -37,13 +38,14 @@ def listed(nodeid: str, budget: dict[str, str]) -> bool:
 
 
 class SuiteBudget:
-    """A pytest plugin: adds up each test's phases and reports the tests outside the budget."""
+    """A pytest plugin: takes each test's call time and reports the tests outside the budget."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report) -> None:
-        self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+        if report.when == "call":
+            self.seconds[report.nodeid] = report.duration
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.seconds:
@@ -66,6 +68,6 @@ class SuiteBudget:
             terminalreporter.write_line(f"named in tests/slow_tests.txt but {SLOW_SECONDS:.0f} s or less this run: "
                                         f"{', '.join(fast)}")
         total = sum(self.seconds.values())
-        terminalreporter.write_line(f"test time: {total:.0f} s in {len(self.seconds)} tests (the sum over the "
-                                    f"workers); over {SLOW_SECONDS:.0f} s: "
+        terminalreporter.write_line(f"test time: {total:.0f} s in {len(self.seconds)} tests (their calls, summed over "
+                                    f"the workers); over {SLOW_SECONDS:.0f} s: "
                                     f"{sum(s > SLOW_SECONDS for s in self.seconds.values())} tests")
