@@ -45,6 +45,8 @@ NUMERICS = ("portable", "native")
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 PORTABLE_CAPABILITY = "AVX2"  # what torch.backends.cpu.get_cpu_capability() reports when pinned
 PINNING = 2  # the version of what portable pins; a portable record without one used pinning 1
+# pinning 1's variables, for measuring or reproducing it: numerics native keeps variables a user set
+PINNING_1_ENV = {**PORTABLE_ENV, "MKL_CBWR": "AVX2"}
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,13 @@ def numerics_record(numerics: str) -> dict:
 
     return {"numerics": numerics, **({"pinning": PINNING} if numerics == "portable" else {}),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "mkl_cbwr": os.environ.get("MKL_CBWR", "")}
+
+
+def arithmetic_pinning(way: str) -> Pinning | None:
+    """The pinning an ``arithmetic`` name (``portable-N``) names; None for native or a pinning this version
+    does not know (a newer tool's record)."""
+    number = way.removeprefix("portable-")
+    return PINNINGS.get(int(number)) if way.startswith("portable-") and number.isdigit() else None
 
 
 def record_arithmetic(metrics: dict, legacy: str = "native") -> str:

@@ -166,10 +166,11 @@ class Trainer:
         try:
             state = load_file(checkpoint_dir / STATE)
             # a checkpoint from before the pinning's version was recorded: pinning 1 when portable
-            saved = state.get("arithmetic") or arithmetic(self.cfg.train.numerics, None)
-            if saved != arithmetic(self.cfg.train.numerics):
-                raise ValueError(f"its epochs computed with numerics {saved}, and this run computes with "
-                                 f"{arithmetic(self.cfg.train.numerics)}; a run keeps one")
+            saved, this_run = state.get("arithmetic") or arithmetic(self.cfg.train.numerics, None), \
+                arithmetic(self.cfg.train.numerics)
+            if saved != this_run:
+                raise ValueError(f"its epochs computed with numerics {saved}, and this run computes with {this_run}; "
+                                 f"a run keeps one")
             best = load_file(checkpoint_dir / BEST) if (checkpoint_dir / BEST).is_file() else None
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])

@@ -25,7 +25,7 @@ import yaml
 
 from nmt.cli import run_main
 from nmt.errors import UserError
-from nmt.numerics import PORTABLE_ENV
+from nmt.numerics import PINNING_1_ENV, PORTABLE_ENV
 from study.spec.expansion import expand
 from study.spec.loading import load_study
 
@@ -44,8 +44,8 @@ def train_emulated(config: dict, cpu: str, numerics: str, work: Path) -> dict:
     path = work / "config.yaml"
     path.write_text(yaml.safe_dump(tree), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}
-    if numerics == "pinning-1":  # numerics native keeps a user's variables: pinning 1's, set here
-        env.update({**PORTABLE_ENV, "MKL_CBWR": "AVX2"})
+    if numerics == "pinning-1":
+        env.update(PINNING_1_ENV)
     out = work / "run"
     shutil.rmtree(out, ignore_errors=True)
     done = subprocess.run([shutil.which("qemu-x86_64"), "-cpu", cpu, sys.executable, "-m", "nmt.train", "--config",

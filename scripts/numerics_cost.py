@@ -18,10 +18,8 @@ import subprocess
 import sys
 
 from nmt.cli import run_main
-from nmt.numerics import PORTABLE_ENV
+from nmt.numerics import PINNING_1_ENV, PORTABLE_ENV
 
-# pinning 1's environment and Adam (nmt.numerics), set here as a user would: numerics native keeps them
-PINNING_1_ENV = {**PORTABLE_ENV, "MKL_CBWR": "AVX2"}
 SETTINGS = ("native", "portable", "portable-1")
 
 MODELS = {

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from nmt.numerics import PINNINGS, record_arithmetic
+from nmt.numerics import arithmetic_pinning, record_arithmetic
 
 LEGACY = "native"  # a record from before the setting existed computed with the CPU's own kernels
 
@@ -51,8 +51,8 @@ def _setting_sentence(records: list[dict]) -> str:
 def _portable_sentence(way: str) -> str:
     """Where portable numbers hold: the CPUs their pinning was verified on (nmt.numerics.PINNINGS), and
     no more."""
-    number = way.rsplit("-", 1)[1]
-    pinning = PINNINGS.get(int(number)) if number.isdigit() else None
+    number = way.removeprefix("portable-")
+    pinning = arithmetic_pinning(way)
     if pinning is None:
         return (f"numerics: portable, pinning {number}, which this version does not know: where its numbers hold "
                 "is not said.")

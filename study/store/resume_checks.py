@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmt.errors import UserError
-from nmt.numerics import PINNING, PINNINGS, arithmetic, record_arithmetic
+from nmt.numerics import PINNING, PINNINGS, arithmetic, arithmetic_pinning, record_arithmetic
 from nmt.typed_config import tree_changes
 from study.spec.model import SPACES_DIR, StudySpec, Trial, trained_part
 from study.spec.options import RunOptions
@@ -65,8 +65,9 @@ def check_numerics(spec: StudySpec, exp_dir: Path) -> None:
         return
     way, count = next(iter(other.items()))
     if way.startswith("portable-") and this_run.startswith("portable-"):  # one setting, two pinnings
+        pinned = getattr(arithmetic_pinning(way), "what", "a pinning this version does not know")
         raise UserError(f"study {spec.name}: {count} of its finished trials computed with numerics {way} "
-                        f"({pinning_text(way)}), and this version computes portable with pinning {PINNING} "
+                        f"({pinned}), and this version computes portable with pinning {PINNING} "
                         f"({PINNINGS[PINNING].what}); a study keeps one so that "
                         f"its rows compare: start it over with --fresh, or run it under a new name or --results")
     legacy = " (recorded before the setting existed: the CPU's own kernels)" if way == LEGACY_NUMERICS else ""
@@ -75,13 +76,6 @@ def check_numerics(spec: StudySpec, exp_dir: Path) -> None:
                     f"and this run would use {this_run}; a study keeps one setting so that its rows "
                     f"compare: add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), or start "
                     f"it over with --fresh")
-
-
-def pinning_text(way: str) -> str:
-    """What ``portable-N`` pinned, or that this version does not know pinning N (a newer tool's record)."""
-    number = way.rsplit("-", 1)[1]
-    known = PINNINGS.get(int(number)) if number.isdigit() else None
-    return known.what if known else "a pinning this version does not know"
 
 
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'

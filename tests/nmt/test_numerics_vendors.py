@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.numerics import PORTABLE_ENV, has_avx2
+from nmt.numerics import PINNING_1_ENV, PORTABLE_ENV, has_avx2
 
 QEMU = shutil.which("qemu-x86_64")
 # the other vendor's CPU, as QEMU 7.2 emulates it with AVX2 and FMA (its emulator has no AVX-512)
@@ -77,7 +77,7 @@ def probe(setting: str, units: str = UNITS, emulate: str | None = None) -> dict:
     clean = {k: v for k, v in os.environ.items() if k not in PORTABLE_ENV}
     env = {**clean, "OMP_NUM_THREADS": "1"}
     if setting == "pinning-1":
-        env.update({**PORTABLE_ENV, "MKL_CBWR": "AVX2"})
+        env.update(PINNING_1_ENV)
     command = [sys.executable, "-c", PROBE, setting, units]
     if emulate:  # the emulator runs the same interpreter and packages; warnings about host features go to stderr
         command = [QEMU, "-cpu", emulate, *command]
