@@ -30,7 +30,7 @@ import pandas as pd
 from nmt.fileio import write_lines
 from study.analysis.additivity import contrast_test
 from study.analysis.plateau import rule_text
-from study.analysis.significance import SeedTest, holm, seeds_needed, slope_weights, welch_contrast
+from study.analysis.significance import SeedTest, holm, reference_scorer, seeds_needed, slope_weights, welch_contrast
 from study.analysis.tables import (
     SCORED,
     StudyTable,
@@ -92,10 +92,7 @@ def other_bleu_stats(table: StudyTable, records: list[dict], references_text: li
     None when a scored seed has no translation of the test set's length (or there is no test set)."""
     if references_text is None:
         return None
-    # sacreBLEU loads when BLEU is scored
-    from sacrebleu.metrics import BLEU
-
-    metric = BLEU(**OTHER_BLEU)
+    metric = reference_scorer(tuple(references_text), **OTHER_BLEU)
     base = row_stats(table, records)
     out = {}
     for label, stats in base.items():
@@ -106,7 +103,7 @@ def other_bleu_stats(table: StudyTable, records: list[dict], references_text: li
             lines = (read_text(Path(record.get("hyp_path") or "")) or "").splitlines() if record.get("hyp_path") else []
             if len(lines) != len(references_text):
                 return None
-            scores.append(metric.corpus_score(lines, [references_text]).score)
+            scores.append(metric.corpus_score(lines, None).score)
         mean, std, n = _summary(scores)
         out[label] = RowStats(mean, std, n, stats.planned, stats.improving)
     return out

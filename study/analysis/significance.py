@@ -68,11 +68,27 @@ def paired_bootstrap(system: list[str], baseline: list[str], references: list[st
 
 def sentence_stats(hypotheses: list[str], references: list[str]) -> np.ndarray:
     """sacreBLEU's sufficient statistics of every sentence (N, 10): the expensive part (n-gram
-    counting), so tables compute them once per translation file."""
+    counting), so they are computed once per translation: a table, its additivity table and its
+    claims read the same seeds' files. Read-only: callers share it."""
+    return _sentence_stats(tuple(hypotheses), tuple(references))
+
+
+@lru_cache(maxsize=512)
+def _sentence_stats(hypotheses: tuple[str, ...], references: tuple[str, ...]) -> np.ndarray:
+    stats = np.array(reference_scorer(references)._extract_corpus_statistics(hypotheses, None), dtype="float32")
+    stats.flags.writeable = False
+    return stats
+
+
+@lru_cache(maxsize=8)
+def reference_scorer(references: tuple[str, ...], **options):
+    """A sacreBLEU ``BLEU(**options)`` holding the test set's references already tokenised and counted
+    (sacreBLEU's reference cache), which every translation of that test set is then scored against:
+    counting the references again for every file cost as much as scoring the files."""
     # sacreBLEU loads when BLEU is scored
     from sacrebleu.metrics import BLEU
 
-    return np.array(BLEU()._extract_corpus_statistics(hypotheses, [references]), dtype="float32")
+    return BLEU(references=[list(references)], **options)
 
 
 def paired_bootstrap_stats(system: np.ndarray, baseline: np.ndarray, samples: int = 1000,
