@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -18,8 +19,7 @@ def make_ray_env(cache_dir: Path) -> tuple[dict, Path]:
     """Environment for a study subprocess: its own short Ray temp dir, also its TMPDIR (so what a killed
     driver leaves, its Ray storage and MLflow's lock files, goes when the test removes the dir), the shared
     data cache."""
-    ray_tmp = Path(f"/tmp/rt{os.getpid()}{int(time.time() * 1000) % 100000}")
-    ray_tmp.mkdir()
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))  # short: Ray's socket paths have a length limit
     env = dict(os.environ, RAY_TMPDIR=str(ray_tmp), TMPDIR=str(ray_tmp), NMT_CACHE_DIR=str(cache_dir), OMP_NUM_THREADS="1",
                RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
     env.pop("RAY_ADDRESS", None)
@@ -46,6 +46,26 @@ def study(*args: str, env: dict, timeout: int = 600, module: str = "study.run") 
                             cwd=ROOT, env=env, timeout=timeout)
     skip_if_ray_node_lost(result.returncode, result.stdout + result.stderr)
     return result
+
+
+def in_process(*args: str, module: str = "study.run") -> subprocess.CompletedProcess:
+    """A command answered before any Ray, training or tracking starts (a refusal, a table read back): its
+    ``main`` called in this process, under this process's environment (``monkeypatch`` it), its output
+    captured; the exit code and lines its process would give, without its seconds of imports. What a command
+    does as a process (exit status, streams, signals) keeps its subprocess tests."""
+    import importlib
+    import io
+
+    from nmt.cli import run_main
+
+    main = importlib.import_module(module).main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = run_main(main, list(args))
+        except SystemExit as stop:  # argparse's own refusals
+            code = stop.code if isinstance(stop.code, int) else 2
+    return subprocess.CompletedProcess([module, *args], code, out.getvalue(), err.getvalue())
 
 
 def start_study(*args: str, env: dict, cwd: Path = ROOT) -> subprocess.Popen:
@@ -77,19 +97,21 @@ class LoopbackCluster:
     treats it like a separate machine: left in the test's session, Ray's low-priority (nice 15)
     trial workers starved behind the test processes of the other xdist worker. On exit only
     these nodes are killed; ``ray stop`` would kill every Ray instance on the machine.
-    ``places``: per node, (its working directory, extra environment), as separate machines would differ."""
+    ``places``: per node, (its working directory, extra environment), as separate machines would differ.
+    ``cpus``: each node's CPUs."""
 
-    def __init__(self, env: dict, nodes: int = 2, places: list[tuple[Path, dict]] | None = None):
+    def __init__(self, env: dict, nodes: int = 2, places: list[tuple[Path, dict]] | None = None, cpus: int = 1):
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.env = env
         self.count = nodes
+        self.cpus = cpus
         self.places = places or [(ROOT, {})] * nodes
         self.nodes: list[subprocess.Popen] = []
 
     def __enter__(self) -> LoopbackCluster:
         ray_bin = str(Path(sys.executable).parent / "ray")
-        common = ["--num-cpus=1", "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"]
+        common = [f"--num-cpus={self.cpus}", "--node-ip-address=127.0.0.1", "--disable-usage-stats", "--block"]
         head = [ray_bin, "start", "--head", f"--port={self.port}", "--include-dashboard=false", *common]
         worker = [ray_bin, "start", f"--address={self.address}", *common]
         try:
@@ -122,6 +144,9 @@ class LoopbackCluster:
                 return
             time.sleep(1)
         raise AssertionError(f"the cluster at {self.address} never had {count} nodes")
+
+    def alive(self) -> bool:
+        return bool(self.nodes) and all(node.poll() is None for node in self.nodes)
 
     def kill_node(self, index: int) -> None:
         """SIGKILL node ``index`` (0 is the head) and every process it started."""

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from study_helpers import ROOT, free_port, grid_study, mlflow_runs, start_study, study, table_rows
+from study_helpers import ROOT, free_port, grid_study, in_process, mlflow_runs, start_study, study, table_rows
 
 from nmt.errors import UserError
 from study.execution.sqlite_store import ensure_store, stored_schema
@@ -238,7 +238,7 @@ def test_a_driver_killed_while_it_builds_the_mlflow_store_leaves_a_study_that_ru
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_anything(tmp_path, ray_env):
+def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_anything(tmp_path, cluster_env):
     path = tmp_path / "safe.yaml"
     path.write_text(grid_study("safe", ONE_TRIAL, epochs=1))
     disk = tmp_path / "disk"  # another disk, which results/ray links to
@@ -249,7 +249,7 @@ def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_
     results.mkdir()
     (results / "ray").symlink_to(disk / "ray")
     args = [str(path), "--cpus", "1", "--results", str(results)]
-    first = study(*args, env=ray_env)
+    first = study(*args, env=cluster_env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert f"note: {results / 'ray'} is a link to {disk / 'ray'}; the trial store lives there" in first.stdout
     assert (disk / "ray" / "safe" / "finished").is_dir() and (results / "ray").is_symlink()
@@ -268,7 +268,7 @@ def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_
         damage(copy / "ray" / "safe")
         before, before_outside = snapshot(copy), snapshot(outside)
         for flag in flags:
-            refused = study(str(path), "--cpus", "1", "--results", str(copy), flag, env=ray_env)
+            refused = in_process(str(path), "--cpus", "1", "--results", str(copy), flag)
             one_line_refusal(refused, *needles)
             assert snapshot(copy) == before and snapshot(outside) == before_outside
         shutil.rmtree(copy)
@@ -296,7 +296,7 @@ def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_
     _, parents, children = mlflow_runs(results, "safe")
     assert all(run.info.status == "FINISHED" for run in parents + children)  # no run left RUNNING
 
-    again = study(*args, "--fresh", env=ray_env)  # --fresh through the followed link deletes only the study's store
+    again = study(*args, "--fresh", env=cluster_env)  # --fresh through the followed link deletes only the study's store
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert [{column: row[column] for column in scores} for row in table_rows(results, "safe")] == table
     assert (disk / "ray" / "canary.txt").read_text() == "beside the trial stores"
@@ -306,7 +306,7 @@ def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_refusals_before_anything_runs_are_one_line_and_leave_no_results_folder(tmp_path, ray_env):
+def test_refusals_before_anything_runs_are_one_line_and_leave_no_results_folder(tmp_path):
     import torch
 
     path = tmp_path / "refused.yaml"
@@ -317,6 +317,6 @@ def test_refusals_before_anything_runs_are_one_line_and_leave_no_results_folder(
     if not torch.cuda.is_available():
         cases.append((["--gpus-per-trial", "1"], "--gpus-per-trial 1"))
     for flags, needle in cases:
-        refused = study(str(path), "--cpus", "1", "--results", str(results), *flags, env=ray_env)
+        refused = in_process(str(path), "--cpus", "1", "--results", str(results), *flags)
         one_line_refusal(refused, needle)
         assert refused.stdout == "" and not (tmp_path / "new").exists()

@@ -23,6 +23,7 @@ from study_helpers import (
     LoopbackCluster,
     free_port,
     grid_study,
+    in_process,
     is_loopback,
     listening_addresses,
     mlflow_runs,
@@ -91,7 +92,7 @@ def test_driver_killed_at_three_points_resumes_each_time_without_retraining(tmp_
 
     # 8: a changed study file is refused on resume, with what changed and how to start anew
     path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=5, patience=0))
-    refused = study(*args, "--resume", env=ray_env)
+    refused = in_process(*args, "--resume")
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert "budget.epochs: 3 -> 5" in refused.stderr and "--fresh" in refused.stderr
     path.write_text(grid_study("killed", TWO_BY_TWO, seeds=2, epochs=3, patience=0))
@@ -483,11 +484,11 @@ FAILING = """  - {label: stable, set: {}}
   - {label: out of memory, set: {model.hidden: 2000000}}"""
 
 
-def test_failing_and_diverging_trials_do_not_stop_the_study(tmp_path, ray_env):
+def test_failing_and_diverging_trials_do_not_stop_the_study(tmp_path, cluster_env):
     path = tmp_path / "failing.yaml"
     path.write_text(grid_study("failing", FAILING, seeds=1, epochs=2, cell="rnn"))
     results = tmp_path / "results"
-    result = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    result = study(str(path), "--cpus", "2", "--results", str(results), env=cluster_env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = {r["label"]: r for r in table_rows(results, "failing")}
     assert rows["stable"]["status"] == "ok"
@@ -502,7 +503,7 @@ def test_failing_and_diverging_trials_do_not_stop_the_study(tmp_path, ray_env):
                         "out of memory": ("FAILED", "failed")}
 
 
-def test_optuna_and_asha_never_see_nan_from_diverging_trials(tmp_path, ray_env):
+def test_optuna_and_asha_never_see_nan_from_diverging_trials(tmp_path, cluster_env):
     import math
 
     import optuna
@@ -511,7 +512,7 @@ def test_optuna_and_asha_never_see_nan_from_diverging_trials(tmp_path, ray_env):
     result = study("optuna_atr", "--smoke", "--cpus", "2", "--results", str(results), "--set", "budget.epochs=2",
                    "--set", "train.clip=0",
                    "--set", "search.space={train.lr: {type: categorical, choices: [1.0e-3, 1.0e+30]}}",
-                   env=ray_env)
+                   env=cluster_env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     stored = optuna.load_study(study_name="optuna_atr", storage=f"sqlite:///{results / 'optuna.db'}")
     assert len(stored.trials) == 3  # --smoke: 3 samples
@@ -576,13 +577,13 @@ def test_tracking_server_lost_mid_study_costs_only_logging(tmp_path, ray_env):
 # --- 9: two studies at once on one SQLite store ----------------------------------------------
 
 
-def test_two_studies_at_once_share_one_sqlite_store(tmp_path, ray_env):
+def test_two_studies_at_once_share_one_sqlite_store(tmp_path, cluster_env):
     results = tmp_path / "results"
     drivers = []
     for name in ("first", "second"):
         path = tmp_path / f"{name}.yaml"
         path.write_text(grid_study(name, TWO_BY_TWO, seeds=2, epochs=2))
-        drivers.append(start_study(str(path), "--cpus", "1", "--results", str(results), env=ray_env))
+        drivers.append(start_study(str(path), "--cpus", "1", "--results", str(results), env=cluster_env))
     for driver in drivers:
         output, _ = driver.communicate(timeout=500)
         skip_if_ray_node_lost(driver.returncode, output)

@@ -73,9 +73,9 @@ def test_the_main_study_s_first_trial_gives_the_golden_numbers(tmp_path, cache_d
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
 @needs_avx2
-def test_the_smoke_run_gives_the_golden_table(tmp_path, ray_env):
+def test_the_smoke_run_gives_the_golden_table(tmp_path, cluster_env):
     results = tmp_path / "results"
-    done = study(str(GOLDEN / "golden_smoke.yaml"), "--smoke", "--cpus", "2", "--results", str(results), env=ray_env)
+    done = study(str(GOLDEN / "golden_smoke.yaml"), "--smoke", "--cpus", "2", "--results", str(results), env=cluster_env)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     folder = results / "golden_smoke"
     chrf = {row["label"]: float(row["test_chrf"]) for row in csv.DictReader(open(folder / "trials.csv"))}

@@ -51,10 +51,10 @@ def quality(trials: list[dict]) -> list[tuple]:
     return sorted(tuple(t[k] for k in QUALITY) for t in trials)
 
 
-def test_idle_busy_concurrent_and_sequential_runs_give_the_same_table(tmp_path, ray_env):
-    idle, idle_hyps = run_once(tmp_path, ray_env, "idle")
-    busy, busy_hyps = run_once(tmp_path, ray_env, "busy", busy=True)
-    sequential, sequential_hyps = run_once(tmp_path, ray_env, "sequential", "--max-concurrent", "1")
+def test_idle_busy_concurrent_and_sequential_runs_give_the_same_table(tmp_path, cluster_env):
+    idle, idle_hyps = run_once(tmp_path, cluster_env, "idle")
+    busy, busy_hyps = run_once(tmp_path, cluster_env, "busy", busy=True)
+    sequential, sequential_hyps = run_once(tmp_path, cluster_env, "sequential", "--max-concurrent", "1")
 
     assert len(idle) == 2 and all(t["status"] == "ok" for t in idle)
     assert len(idle_hyps) == 2 and all(text.strip() for text in idle_hyps.values())

@@ -21,6 +21,7 @@ from study_helpers import (
     LoopbackCluster,
     free_port,
     grid_study,
+    in_process,
     search_study,
     skip_if_ray_node_lost,
     start_study,
@@ -34,8 +35,8 @@ pytestmark = pytest.mark.slow
 VARIANTS = "  - {label: GRU, set: {}}\n  - {label: RNN, set: {model.cell: rnn}}"
 
 
-def test_a_study_on_s3_resumes_from_an_empty_directory_with_the_same_table(tmp_path, ray_env, s3_env, bucket):
-    env = {**ray_env, **s3_env}
+def test_a_study_on_s3_resumes_from_an_empty_directory_with_the_same_table(tmp_path, cluster_env, s3_env, bucket):
+    env = {**cluster_env, **s3_env}
     study_file = tmp_path / "tiny_s3.yaml"
     study_file.write_text(grid_study("tiny_s3", VARIANTS, seeds=1, epochs=2))
     uri = f"s3://{bucket}/lab"
@@ -63,14 +64,13 @@ def test_a_study_on_s3_resumes_from_an_empty_directory_with_the_same_table(tmp_p
 
     # while another driver holds the study, a third is refused in one line, and nothing is written
     lease = take_lease(store, "ray/tiny_s3/driver.lease", owner="elsewhere:1")
-    third = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "c"), "--storage", uri, "--resume",
-                  env=env)
+    third = in_process(str(study_file), "--cpus", "2", "--results", str(tmp_path / "c"), "--storage", uri, "--resume")
     lease.release()
     assert third.returncode == 2 and len(third.stderr.strip().splitlines()) == 1, third.stderr
     assert "driver.lease: held by elsewhere:1" in third.stderr and not (tmp_path / "c" / "tiny_s3").exists()
 
-    reading_commands_read_the_store(tmp_path / "reader", study_file, uri, table, env)
-    damaged_objects_are_one_line_and_cost_nothing(tmp_path / "damaged", study_file, uri, env)
+    reading_commands_read_the_store(tmp_path / "reader", uri, table)
+    damaged_objects_are_one_line_and_cost_nothing(tmp_path / "damaged", study_file, uri)
 
 
 def one_line(result, *parts: str) -> str:
@@ -80,28 +80,28 @@ def one_line(result, *parts: str) -> str:
     return line
 
 
-def reading_commands_read_the_store(folder: Path, study_file: Path, uri: str, table: str, env: dict) -> None:
+def reading_commands_read_the_store(folder: Path, uri: str, table: str) -> None:
     """study.table, study.list, study.compare and the Python API, each from an empty directory."""
-    rebuilt = study("tiny_s3", "--results", str(folder / "table"), "--storage", uri, env=env, module="study.table")
+    rebuilt = in_process("tiny_s3", "--results", str(folder / "table"), "--storage", uri, module="study.table")
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
     assert f"storage: {uri}: tiny_s3: 2 finished trial(s) into" in rebuilt.stdout
     assert (folder / "table" / "tiny_s3" / "table.md").read_text(encoding="utf-8") == table
-    listed = study("tiny_s3", "--results", str(folder / "list"), "--storage", uri, env=env, module="study.list")
+    listed = in_process("tiny_s3", "--results", str(folder / "list"), "--storage", uri, module="study.list")
     assert listed.returncode == 0, listed.stderr[-3000:]
     assert listed.stdout.count("finished") >= 2 and "GRU" in listed.stdout and "RNN" in listed.stdout
-    compared = study("tiny_s3", "--reference", "GRU", "--results", str(folder / "compare"), "--storage", uri, env=env,
-                     module="study.compare")
+    compared = in_process("tiny_s3", "--reference", "GRU", "--results", str(folder / "compare"), "--storage", uri,
+                          module="study.compare")
     assert compared.returncode == 0, compared.stderr[-3000:]
     assert "RNN" in compared.stdout
     from study.api import load_table
 
     frame = load_table("tiny_s3", results=folder / "api", storage=uri)
     assert list(frame["label"]) == ["GRU", "RNN"]
-    one_line(study("nothing_here", "--results", str(folder / "x"), "--storage", uri, env=env, module="study.table"),
+    one_line(in_process("nothing_here", "--results", str(folder / "x"), "--storage", uri, module="study.table"),
              f"--storage {uri}: no study nothing_here there (studies there: tiny_s3)")
 
 
-def damaged_objects_are_one_line_and_cost_nothing(folder: Path, study_file: Path, uri: str, env: dict) -> None:
+def damaged_objects_are_one_line_and_cost_nothing(folder: Path, study_file: Path, uri: str) -> None:
     """Garbage, a truncated record and a missing object in the store; a bucket that does not exist: one line,
     exit 2, nothing written locally, and once mended the study reads whole again."""
     store = open_store(uri)
@@ -114,7 +114,7 @@ def damaged_objects_are_one_line_and_cost_nothing(folder: Path, study_file: Path
             store.delete(key)
         else:
             store.write(key, damage)
-        resumed = study(str(study_file), "--cpus", "2", "--results", str(folder), "--storage", uri, "--resume", env=env)
+        resumed = in_process(str(study_file), "--cpus", "2", "--results", str(folder), "--storage", uri, "--resume")
         if damage is None:
             one_line(resumed, f"{uri}/{hyp}: missing beside its trial's marker metrics.json; delete {uri}/{marker}")
         else:
@@ -122,11 +122,11 @@ def damaged_objects_are_one_line_and_cost_nothing(folder: Path, study_file: Path
         assert not folder.exists()  # nothing half-written
         assert store.read("ray/tiny_s3/driver.lease") is None  # the refused driver let the study go
         store.write(key, original)
-    rebuilt = study("tiny_s3", "--results", str(folder), "--storage", uri, env=env, module="study.table")
+    rebuilt = in_process("tiny_s3", "--results", str(folder), "--storage", uri, module="study.table")
     assert rebuilt.returncode == 0, rebuilt.stderr[-3000:]
     bucket = uri.split("/")[2]
-    one_line(study(str(study_file), "--results", str(folder / "no-bucket"), "--storage", f"s3://{bucket}-missing/x",
-                   env=env), f"s3://{bucket}-missing: the bucket does not exist")
+    one_line(in_process(str(study_file), "--results", str(folder / "no-bucket"), "--storage", f"s3://{bucket}-missing/x"),
+             f"s3://{bucket}-missing: the bucket does not exist")
     assert not (folder / "no-bucket").exists()
 
 
@@ -317,11 +317,11 @@ SEARCH = search_study("search_s3", "    model.cell: {type: categorical, choices:
                       "    train.lr: {type: loguniform, low: 0.001, high: 0.01}", samples=2, sampler="tpe", epochs=2)
 
 
-def test_an_optuna_search_on_s3_continues_from_an_empty_directory_with_its_sampler_history(tmp_path, ray_env, s3_env,
+def test_an_optuna_search_on_s3_continues_from_an_empty_directory_with_its_sampler_history(tmp_path, cluster_env, s3_env,
                                                                                             bucket):
     import optuna
 
-    env = {**ray_env, **s3_env}
+    env = {**cluster_env, **s3_env}
     study_file = tmp_path / "search_s3.yaml"
     study_file.write_text(SEARCH)
     uri = f"s3://{bucket}/search"

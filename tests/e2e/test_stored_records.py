@@ -27,16 +27,13 @@ SECRET = "secret-token-7f3a9c"  # what no file inside the results directory may 
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory, cache_dir):
+def finished(tmp_path_factory, shared_cluster):
     """A finished two-trial study: (its study file, its results directory)."""
-    from study_helpers import make_ray_env
-
     base = tmp_path_factory.mktemp("stored")
     path = base / f"{NAME}.yaml"
     path.write_text(grid_study(NAME, TWO_ROWS, epochs=1))
-    env, ray_tmp = make_ray_env(cache_dir)
+    env = {**shared_cluster.env, "RAY_ADDRESS": shared_cluster.address()}
     done = study(str(path), "--cpus", "1", "--results", str(base / "results"), env=env)
-    shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return path, base / "results"
 
@@ -199,13 +196,13 @@ def test_a_comparison_of_long_study_names_gets_a_short_folder(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_a_lost_study_folder_is_rebuilt_from_the_trial_store_by_resume(finished, tmp_path, ray_env, capsys):
+def test_a_lost_study_folder_is_rebuilt_from_the_trial_store_by_resume(finished, tmp_path, cluster_env, capsys):
     results = copy_results(finished, tmp_path)
     before = [(row["label"], row["bleu_mean"]) for row in csv.DictReader(open(results / NAME / "table.csv"))]
     shutil.rmtree(results / NAME)
     code, _, err = command("study.table", [NAME, "--results", str(results)], capsys)
     refused(code, err, "is missing, but its trial store", "--resume")
-    resumed = study(str(finished[0]), "--cpus", "1", "--results", str(results), "--resume", env=ray_env)
+    resumed = study(str(finished[0]), "--cpus", "1", "--results", str(results), "--resume", env=cluster_env)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "continues from its trial store" in resumed.stdout and "(finished before this run)" in resumed.stdout
     after = [(row["label"], row["bleu_mean"]) for row in csv.DictReader(open(results / NAME / "table.csv"))]
@@ -310,7 +307,7 @@ def test_records_damaged_at_random_never_give_a_traceback_a_hang_or_a_leak(finis
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_resume_on_damaged_records_is_one_line_or_a_clean_run(finished, tmp_path, ray_env):
+def test_resume_on_damaged_records_is_one_line_or_a_clean_run(finished, tmp_path, cluster_env):
     rng = random.Random(68)
     for case in range(3):
         place = tmp_path / f"case{case}"
@@ -324,7 +321,7 @@ def test_resume_on_damaged_records_is_one_line_or_a_clean_run(finished, tmp_path
                 break
             shutil.rmtree(results)
             results = copy_results(finished, place)
-        resumed = study(str(finished[0]), "--cpus", "1", "--results", str(results), "--resume", env=ray_env)
+        resumed = study(str(finished[0]), "--cpus", "1", "--results", str(results), "--resume", env=cluster_env)
         assert resumed.returncode in (0, 2) and "Traceback" not in resumed.stderr, resumed.stderr[-3000:]
         if resumed.returncode == 2:
             assert resumed.stderr.count("\n") == 1, resumed.stderr
@@ -333,12 +330,12 @@ def test_resume_on_damaged_records_is_one_line_or_a_clean_run(finished, tmp_path
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_fresh_replaces_a_damaged_study_state_that_a_plain_run_refuses(finished, tmp_path, ray_env):
+def test_fresh_replaces_a_damaged_study_state_that_a_plain_run_refuses(finished, tmp_path, cluster_env):
     results = copy_results(finished, tmp_path)
     (results / NAME / "study.json").write_text("[")  # cut short
     args = [str(finished[0]), "--cpus", "1", "--results", str(results)]
-    plain = study(*args, env=ray_env)
+    plain = study(*args, env=cluster_env)
     assert plain.returncode == 2 and "unreadable study state" in plain.stderr and "--fresh" in plain.stderr
-    fresh = study(*args, "--fresh", env=ray_env)  # the advice works: no loop
+    fresh = study(*args, "--fresh", env=cluster_env)  # the advice works: no loop
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
     assert json.loads((results / NAME / "study.json").read_text())["status"] == "complete"

@@ -129,10 +129,10 @@ def test_grid_study_with_a_divergent_and_a_wall_time_capped_configuration_finish
     assert sorted(c.data.tags["status"] for c in children) == ["diverged", "ok", "truncated"]
 
 
-def test_optuna_search_with_asha_persists_its_optuna_study(tmp_path, ray_env):
+def test_optuna_search_with_asha_persists_its_optuna_study(tmp_path, cluster_env):
     results = tmp_path / "results"
     result = study("optuna_atr", "--smoke", "--cpus", "2", "--results", str(results), "--set", "budget.epochs=2",
-                   env=ray_env)
+                   env=cluster_env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "[I " not in result.stdout + result.stderr and "Warning" not in result.stderr  # no Optuna chatter
     rows = table_rows(results, "optuna_atr")

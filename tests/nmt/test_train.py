@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from study_helpers import in_process
+
 from nmt.checkpoint import BEST, STATE, load_for_inference
 from nmt.trainer import Trainer, run
 
@@ -235,7 +237,7 @@ BAD_CONFIGS = [
 def test_bad_config_is_one_line_and_exit_2(tmp_path, text, what, fix):
     config = write_config(tmp_path / "bad.yaml", text)
     out = tmp_path / "run"
-    result = cli("nmt.train", "--config", str(config), "--out", str(out))
+    result = in_process("--config", str(config), "--out", str(out), module="nmt.train")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr
@@ -249,12 +251,12 @@ def test_bad_corpus_paths_and_mismatched_lines(tmp_path):
     tgt.write_text("eins\nzwei\n", encoding="utf-8")
     files = f"train: [{src}, {tgt}], valid: [{src}, {src}], test: [{src}, {src}]"
     mismatched = write_config(tmp_path / "m.yaml", f"data: {{{files}}}")
-    result = cli("nmt.train", "--config", str(mismatched), "--out", str(tmp_path / "run"))
+    result = in_process("--config", str(mismatched), "--out", str(tmp_path / "run"), module="nmt.train")
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "data.train" in result.stderr and "3 lines" in result.stderr and "2" in result.stderr
     missing = write_config(tmp_path / "x.yaml", f"data: {{train: [{src}, {tmp_path}/nope.de], valid: [{src}, {src}], "
                                                  f"test: [{src}, {src}]}}")
-    result = cli("nmt.train", "--config", str(missing), "--out", str(tmp_path / "run"))
+    result = in_process("--config", str(missing), "--out", str(tmp_path / "run"), module="nmt.train")
     assert result.returncode == 2 and "nope.de" in result.stderr and "not found" in result.stderr
     assert not (tmp_path / "run").exists()
 
@@ -292,9 +294,9 @@ def test_cli_resume_extends_a_budget_and_refuses_a_changed_model(tmp_path, cache
     config = write_config(tmp_path / "tiny.yaml", TINY_YAML.format(cache=cache_dir, cell="gru"))
     out = tmp_path / "run"
     assert cli("nmt.train", "--config", str(config), "--out", str(out), "--set", "train.max_epochs=1").returncode == 0
-    again = cli("nmt.train", "--config", str(config), "--out", str(out))
+    again = in_process("--config", str(config), "--out", str(out), module="nmt.train")
     assert again.returncode == 2 and "holds a finished run" in again.stderr and "--force" in again.stderr
-    changed = cli("nmt.train", "--out", str(out), "--resume", "--set", "model.hidden=32")
+    changed = in_process("--out", str(out), "--resume", "--set", "model.hidden=32", module="nmt.train")
     assert changed.returncode == 2 and "model.hidden: 16 -> 32" in changed.stderr
     extended = cli("nmt.train", "--out", str(out), "--resume", "--set", "train.max_epochs=2")
     assert extended.returncode == 0, extended.stderr
@@ -453,7 +455,7 @@ data: {{train: [{tmp_path}/trian.en, {tmp_path}/trian.de], valid: [{tmp_path}/v.
        test: [{tmp_path}/t.en, {tmp_path}/t.de], cache_dir: {cache_dir}}}
 model: {{hidden: 16}}
 """)
-    failed = cli("nmt.train", "--config", str(mistyped), "--out", str(out), "--force")
+    failed = in_process("--config", str(mistyped), "--out", str(out), "--force", module="nmt.train")
     assert failed.returncode == 2 and "trian.en" in failed.stderr and "Traceback" not in failed.stderr
     assert (out / "metrics.json").read_text() == before and (out / "checkpoint" / "state.pt").is_file()
     replaced = cli("nmt.train", "--config", str(config), "--out", str(out), "--force", "--set", "train.max_epochs=2")
@@ -495,14 +497,14 @@ def test_train_refuses_a_folder_it_did_not_make_with_or_without_force(tmp_path, 
     proj.mkdir()
     (proj / "my_thesis.tex").write_text("years of work")
     for flags in ([], ["--force"], ["--resume"]):
-        refused = cli("nmt.train", "--config", str(config), "--out", str(proj), *flags)
+        refused = in_process("--config", str(config), "--out", str(proj), *flags, module="nmt.train")
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
         assert "did not write (my_thesis.tex)" in refused.stderr
     assert sorted(p.name for p in proj.iterdir()) == ["my_thesis.tex"]
     assert (proj / "my_thesis.tex").read_text() == "years of work"
     linked = tmp_path / "linked"
     linked.symlink_to(proj)
-    refused = cli("nmt.train", "--config", str(config), "--out", str(linked))
+    refused = in_process("--config", str(config), "--out", str(linked), module="nmt.train")
     assert refused.returncode == 2 and "is a symbolic link" in refused.stderr
 
 
@@ -513,14 +515,14 @@ def test_force_never_deletes_a_file_put_into_a_run_or_beside_it(tmp_path, cache_
     assert cli("nmt.train", "--config", str(config), "--out", str(out), "--set", "train.max_epochs=1").returncode == 0
     notes = out / "checkpoint" / "notes.txt"
     notes.write_text("what I tried")
-    refused = cli("nmt.train", "--config", str(config), "--out", str(out), "--force")
+    refused = in_process("--config", str(config), "--out", str(out), "--force", module="nmt.train")
     assert refused.returncode == 2 and "did not write (checkpoint/notes.txt)" in refused.stderr
     assert notes.read_text() == "what I tried" and (out / "checkpoint" / "state.pt").is_file()
     notes.unlink()
     staged = tmp_path / ".run.replacing"  # the name a replacement trains under, holding a user's file
     staged.mkdir()
     (staged / "draft.txt").write_text("draft")
-    refused = cli("nmt.train", "--config", str(config), "--out", str(out), "--force")
+    refused = in_process("--config", str(config), "--out", str(out), "--force", module="nmt.train")
     assert refused.returncode == 2 and "draft.txt" in refused.stderr and (staged / "draft.txt").read_text() == "draft"
     (staged / "draft.txt").unlink()
     staged.rmdir()

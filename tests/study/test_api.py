@@ -120,7 +120,7 @@ def test_load_table_reads_a_stored_table(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_run_study_end_to_end_returns_the_table_csv(tmp_path, ray_env):
+def test_run_study_end_to_end_returns_the_table_csv(tmp_path, cluster_env):
     """A one-trial study in a fresh process, as in a notebook: the DataFrame is table.csv, and
     command.txt holds the python -m study.run line that reproduces the call; the progress lines and
     the table go to the ``say`` callback instead of stdout."""
@@ -128,7 +128,7 @@ def test_run_study_end_to_end_returns_the_table_csv(tmp_path, ray_env):
     script = ("import sys; from study.api import run_study; said = []; "
               "table = run_study('api_tiny.yaml', cpus=1, overrides={'budget.epochs': 1}, say=said.append); "
               "table.to_pickle('table.pkl'); open('said.txt', 'w').write(chr(10).join(said))")
-    env = dict(ray_env, PYTHONPATH=str(ROOT))
+    env = dict(cluster_env, PYTHONPATH=str(ROOT))
     result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=600, check=False)
     skip_if_ray_node_lost(result.returncode, result.stdout + result.stderr)

@@ -23,17 +23,17 @@ def _metrics(results, name):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_a_raised_epoch_budget_continues_capped_trials_to_the_result_of_a_longer_run(tmp_path, ray_env):
+def test_a_raised_epoch_budget_continues_capped_trials_to_the_result_of_a_longer_run(tmp_path, cluster_env):
     path = tmp_path / "grow.yaml"
     path.write_text(grid_study("grow", TWO_UNITS, epochs=1))
     results, longer = tmp_path / "results", tmp_path / "longer"
-    first = study(str(path), "--cpus", "2", "--results", str(results), env=ray_env)
+    first = study(str(path), "--cpus", "2", "--results", str(results), env=cluster_env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     extended = study(str(path), "--extend", "--set", "budget.epochs=2", "--cpus", "2", "--results", str(results),
-                     env=ray_env)
+                     env=cluster_env)
     assert extended.returncode == 0, extended.stdout[-3000:] + extended.stderr[-3000:]
     assert "larger budget: 2 stored trial(s) continue - 2 reopened from their final checkpoints" in extended.stdout
-    fresh = study(str(path), "--set", "budget.epochs=2", "--cpus", "2", "--results", str(longer), env=ray_env)
+    fresh = study(str(path), "--set", "budget.epochs=2", "--cpus", "2", "--results", str(longer), env=cluster_env)
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
 
     continued, from_start = _metrics(results, "grow"), _metrics(longer, "grow")

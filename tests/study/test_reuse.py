@@ -24,14 +24,14 @@ def _finished(results, name):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
-def test_a_shared_trial_is_copied_not_trained_and_tabled_like_its_own(tmp_path, ray_env):
+def test_a_shared_trial_is_copied_not_trained_and_tabled_like_its_own(tmp_path, cluster_env):
     results = tmp_path / "results"
     (tmp_path / "units_a.yaml").write_text(FIRST)
     (tmp_path / "gates_b.yaml").write_text(SECOND)
-    first = study(str(tmp_path / "units_a.yaml"), "--cpus", "2", "--results", str(results), env=ray_env)
+    first = study(str(tmp_path / "units_a.yaml"), "--cpus", "2", "--results", str(results), env=cluster_env)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     second = study(str(tmp_path / "gates_b.yaml"), "--reuse-from", "units_a", "--cpus", "2", "--results",
-                   str(results), env=ray_env)
+                   str(results), env=cluster_env)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     assert "units_a shares 1 trial(s) with this study: 1 copied now\n" in second.stdout
 
