@@ -102,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is not None:
         if args.output.is_dir():
             raise UserError(f"--output {args.output}: is a directory; give a file name")
+        if args.output.is_symlink() or (args.output.exists() and not args.output.is_file()):
+            # the translations replace the entry by rename: a link, a FIFO or a device node would be replaced by
+            # a regular file (as root, /dev/null itself), never written through
+            kind = "a symbolic link" if args.output.is_symlink() else "not a regular file (a FIFO, socket or device)"
+            raise UserError(f"--output {args.output}: is {kind}; give the name of a regular file (leave out --output "
+                            f"to print the translations)")
         if not args.output.absolute().parent.is_dir():
             raise UserError(f"--output {args.output}: folder {args.output.absolute().parent} does not exist; "
                             f"create it first")

@@ -47,6 +47,7 @@ from study.execution.row_timing import time_study
 from study.spec.loading import load_study, study_path
 from study.spec.model import MAX_TRIALS, checked_study_name
 from study.spec.options import RunOptions, print_line
+from study.store.object_store import checked_uri
 from study.store.study_transfer import pull_studies
 
 if TYPE_CHECKING:  # pandas is imported when a table is read, not with this module
@@ -106,6 +107,8 @@ class StudyRequest:
         if self.fresh and (self.resume or self.extend):
             flag = "--resume" if self.resume else "--extend"
             raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")
+        if self.storage is not None:
+            checked_uri(self.storage)
         if self.fresh and self.storage:
             raise UserError(f"--fresh with --storage {self.storage}: the tool deletes nothing in an object store; "
                             "remove the study's objects there yourself, or choose another prefix")

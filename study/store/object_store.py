@@ -39,19 +39,29 @@ class StorageError(UserError):
     """The storage cannot be used as given: one line naming the URI and the fix."""
 
 
-def open_store(uri: str) -> ObjectStore:
-    """The store a ``--storage`` value names: ``s3://bucket[/prefix]``, or a local directory (a path or
-    ``file://`` URI)."""
+def checked_uri(uri: str) -> str:
+    """``uri`` when it names a store ``open_store`` can open (``s3://bucket[/prefix]``, a directory path or
+    ``file://`` URI), else one StorageError line; no request is made. Called before a command writes anything."""
     if uri.startswith("s3://"):
-        bucket, _, prefix = uri[len("s3://"):].partition("/")
-        if not bucket:
+        if not uri[len("s3://"):].partition("/")[0]:
             raise StorageError(f"--storage {uri}: name a bucket, e.g. s3://my-bucket/studies")
-        return S3Store(bucket, prefix.strip("/"))
+        return uri
     if "://" in uri and not uri.startswith("file://"):
         scheme = uri.split("://", 1)[0]
         raise StorageError(f"--storage {uri}: {scheme}:// is not supported; use s3:// (any S3-compatible store, "
                            "with AWS_ENDPOINT_URL for one that is not AWS) or a local directory")
-    return DirectoryStore(Path(uri[len("file://"):] if uri.startswith("file://") else uri))
+    if not uri.removeprefix("file://").strip():  # Path("") is the current directory: ray/ and NAME/ would land there
+        raise StorageError(f"--storage {uri!r}: name a directory, e.g. file:///data/studies or /data/studies")
+    return uri
+
+
+def open_store(uri: str) -> ObjectStore:
+    """The store a ``--storage`` value names (``checked_uri``)."""
+    checked_uri(uri)
+    if uri.startswith("s3://"):
+        bucket, _, prefix = uri[len("s3://"):].partition("/")
+        return S3Store(bucket, prefix.strip("/"))
+    return DirectoryStore(Path(uri.removeprefix("file://")))
 
 
 class ObjectStore:

@@ -49,6 +49,21 @@ def owned_path(root: Path, path: Path, what: str) -> Path:
     return absolute.resolve()
 
 
+def key_path(root: Path, relative: str, what: str) -> Path:
+    """Where the object-store key (or listed name) ``relative``, a '/'-separated path below a folder
+    of the store, lands under ``root``, after checking that every part is a plain name: never empty
+    (``a//b`` would make the rest an absolute path), never ``.`` or ``..``, no NUL or backslash. The
+    store is input like any file: a key that could climb out is one UserError line, before anything
+    is written, and the path is then checked as every written path is (``owned_path``)."""
+    parts = relative.split("/")
+    bad = next((part for part in parts if part in ("", ".", "..") or "\0" in part or "\\" in part), None)
+    if bad is not None:
+        raise UserError(f"{what} {relative!r}: {bad!r} is not a plain name of a file or folder; the tool writes what "
+                        f"a store holds only below the folder it reads it into ({root}); delete or rename that "
+                        f"object in the store")
+    return owned_path(root, root.joinpath(*parts), what)
+
+
 def top_level_link(root: Path, path: Path) -> tuple[Path, Path] | None:
     """(the link, its target) when ``path`` lies under a folder directly in ``root`` that is a
     symbolic link (the one link ``owned_path`` follows), else None: the driver says so."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from nmt.fileio import write_bytes
 from nmt.run_dir import BEST, CONFIG, SRC_SPM, STATE, TGT_SPM
 from study.store.object_store import ObjectStore, StorageError
+from study.store.ownership import key_path
 from study.store.trial_store import FINISHED, TRIALS
 
 RECORDS = ("trial.json", "progress.json", "history.json", "status.json", "error.txt")  # a trial's own records
@@ -46,11 +47,16 @@ class StoreMirror:
     def _put(self, relative: str) -> None:
         self.store.write(self._remote(relative), (self.local / relative).read_bytes())
 
+    def _local(self, relative: str) -> Path:
+        """Where the object ``relative`` (below ``prefix``) goes in the local store, checked before it is written."""
+        return key_path(self.local, relative, f"{self.store.where(self.prefix)}/ object")
+
     def _get(self, relative: str) -> bool:
+        target = self._local(relative)
         data = self._fetch(relative)  # a damaged record is refused before it reaches the local store
         if data is None:
             return False
-        write_bytes(self.local / relative, data)  # whole or not at all, like every file of the store
+        write_bytes(target, data)  # whole or not at all, like every file of the store
         return True
 
     # --- going up ----------------------------------------------------------------------
@@ -121,9 +127,9 @@ class StoreMirror:
         fetched = [(relative, self._fetch(relative)) for relative in records]
         for key in finished:
             fetched += self._fetch_results(key)
-        for relative, data in fetched:  # each finished trial's marker comes after its results
-            if data is not None:
-                write_bytes(self.local / relative, data)
+        writes = [(self._local(relative), data) for relative, data in fetched if data is not None]
+        for target, data in writes:  # each finished trial's marker comes after its results
+            write_bytes(target, data)
         return sorted(finished)
 
     def pull_results(self, key: str) -> bool:
@@ -131,9 +137,9 @@ class StoreMirror:
         translations and config, then its marker; not its model files): True when it finished."""
         fetched = [(f"{TRIALS}/{key}/{name}", self._fetch(f"{TRIALS}/{key}/{name}")) for name in RECORDS]
         results = self._fetch_results(key)
-        for relative, data in fetched + results:
-            if data is not None:
-                write_bytes(self.local / relative, data)
+        writes = [(self._local(relative), data) for relative, data in fetched + results if data is not None]
+        for target, data in writes:
+            write_bytes(target, data)
         return bool(results)
 
     def _fetch(self, relative: str) -> bytes | None:

@@ -14,7 +14,9 @@ import tempfile
 from pathlib import Path
 
 from nmt.fileio import write_bytes
+from study.spec.model import STUDY_NAME
 from study.store.object_store import ObjectStore, StorageError, open_store
+from study.store.ownership import key_path
 from study.store.records import experiment_dir
 from study.store.store_mirror import StoreMirror, check_json
 from study.store.study_state import STATE_FILE
@@ -56,8 +58,13 @@ def push_study(store: ObjectStore, study: str, study_dir: Path, exp_dir: Path) -
 
 
 def stored_studies(store: ObjectStore) -> list[str]:
-    """The names of the studies whose trial store is in ``store``."""
+    """The names of the studies whose trial store is in ``store``; a name there that is not a study's
+    (``ray/../``, ``ray//``) is one line: it would be read into a folder outside ``--results``."""
     names = {key.split("/")[1] for key in store.keys("ray") if key.count("/") >= 2}
+    for name in sorted(names):
+        if not STUDY_NAME.fullmatch(name):
+            raise StorageError(f"{store.where(trial_store_prefix(name))}/: {name!r} is not a study name (letters, "
+                               f"digits, _ and -, starting with a letter); delete or rename those objects in the store")
     return sorted(names)
 
 
@@ -67,15 +74,15 @@ def bring_down(store: ObjectStore, study: str, results_root: Path) -> int:
     of finished trials. Everything is checked before anything is written; nothing goes into the store."""
     files = []
     for key in store.keys(study):
-        relative = key[len(study) + 1:]
+        target = key_path(results_root / study, key[len(study) + 1:], f"{store.where(study)}/ object")
         data = store.read(key)
-        if data is not None and ".." not in relative.split("/"):
-            if relative.endswith(".json"):
+        if data is not None:
+            if key.endswith(".json"):
                 check_json(store.where(key), data)
-            files.append((relative, data))
+            files.append((target, data))
     finished = pull_trials(store, study, experiment_dir(results_root, study))
-    for relative, data in files:
-        write_bytes(results_root / study / relative, data)
+    for target, data in files:
+        write_bytes(target, data)
     return len(finished)
 
 

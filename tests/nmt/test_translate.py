@@ -4,7 +4,9 @@ and every bad input one line with exit status 2."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -100,3 +102,18 @@ def test_bad_input_is_one_line(tmp_path, monkeypatch, capsys, checkpoint, damage
     (line,) = err.strip().splitlines()
     assert line.startswith("error: ") and all(text in line for text in expected), line
     assert not (tmp_path / "missing").exists()
+
+
+def test_output_is_never_a_link_a_fifo_or_a_device_replaced_by_a_file(tmp_path, monkeypatch, capsys, checkpoint):
+    canary = tmp_path / "canary.txt"
+    canary.write_text("keep me")
+    link = tmp_path / "link.txt"
+    link.symlink_to(canary)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for target, kind in ((link, "is a symbolic link"), (fifo, "not a regular file"), (Path("/dev/null"), "not a regular file")):
+        code, out, err = translate(monkeypatch, capsys, checkpoint, b"hallo\n", "--output", str(target))
+        (line,) = err.strip().splitlines()
+        assert code == 2 and not out and f"--output {target}: " in line and kind in line, line
+    assert link.is_symlink() and canary.read_text() == "keep me" and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert stat.S_ISCHR(Path("/dev/null").lstat().st_mode)
