@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import math
 import operator
 import types
 import typing
@@ -202,14 +203,23 @@ def check_value(value: Any, hint: Any, source: str, key: str) -> Any:
             raise ConfigError(f"{source}: {key} = {value!r} must be an integer")
         return value
     if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            if isinstance(value, str):
-                try:  # YAML 1.1 reads "3e-4" (no dot) as a string
-                    return float(value)
-                except ValueError:
-                    pass
+        number = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            number = value
+        elif isinstance(value, str):
+            try:  # YAML 1.1 reads "3e-4" (no dot) as a string
+                number = float(value)
+            except ValueError:
+                pass
+        if number is None:
             raise ConfigError(f"{source}: {key} = {value!r} must be a number")
-        return float(value)
+        try:
+            number = float(number)
+        except OverflowError:  # an integer of hundreds of digits
+            number = math.inf
+        if not math.isfinite(number):  # however it is spelled: .inf, 1e999, "nan", 10**400
+            raise ConfigError(f"{source}: {key} = {value!r} must be a finite number")
+        return number
     if hint is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{source}: {key} = {value!r} must be a string")

@@ -151,6 +151,9 @@ def adopt_reading_keys(state: dict, study_file: Path, study_dir: Path, say: Call
             target.pop(name, None)
     if stored == state["spec"]:
         return state
+    # the claims are judged on the stored study's rows, which the file may have relabelled: checked on those
+    # rows before they are stored, so that nothing stored can make a later rebuild fail
+    spec_from_dict(stored, f"{study_file} (read on the rows of {study_dir / STATE_FILE})")
     state = {**state, "spec": stored}
     write_json(study_dir / STATE_FILE, state)
     say(f"took the claims, description and table title from {study_file} into {study_dir / STATE_FILE}")

@@ -141,15 +141,27 @@ def _validate_comparison(claim: ClaimSpec, labels: list[str], reference: str | N
             fail("contrast", "needs two or more rows with their weights, e.g. {'- LN & MA': 1, '- LayerNorm': -1, ...}")
         for label, weight in claim.contrast.items():
             _check_label(label, labels, f"contrast.{label}", fail)
-            if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or not weight:
-                fail(f"contrast.{label}", f"= {weight!r}: a weight is a finite number other than 0")
+            if not (_is_number(weight) and SMALLEST <= abs(float(weight)) <= LARGEST):
+                fail(f"contrast.{label}", f"= {weight!r}: a weight is a number from {SMALLEST:g} to {LARGEST:g} in size "
+                                          f"(+1 and -1 for a difference)")
     if claim.slope is not None:
         if len(claim.slope) < 2:
             fail("slope", "needs two or more x values with their rows, e.g. {1: SR-NMT 1L, 2: SR-NMT 2L}")
+        xs: dict[float, object] = {}
         for x, label in claim.slope.items():
-            if not _is_number(x):  # a number in YAML; a string of one once stored in study.json
-                fail(f"slope.{x}", "an x value is a number (the rows' position on the axis, e.g. their depth)")
+            # a number in YAML; a string of one once stored in study.json
+            if not (_is_number(x) and abs(float(x)) <= LARGEST):
+                fail(f"slope.{x}", f"an x value is a number of at most {LARGEST:g} in size (the rows' position on the "
+                                   f"axis, e.g. their depth)")
+            if float(x) in xs:
+                fail(f"slope.{x}", f"is the same x as slope.{xs[float(x)]}; give each x once")
+            xs[float(x)] = x
             _check_label(label, labels, f"slope.{x}", fail)
+        rows = [str(label) for label in claim.slope.values()]
+        twice = next((row for row in rows if rows.count(row) > 1), None)
+        if twice is not None:
+            fail("slope", f"names row {twice!r} at two x values; a slope runs through rows at different positions, "
+                          f"each row once")
     sizing = claim.sizing_row(reference)
     if sizing is None:
         fail("relative_to", "missing, and the study has no table.reference; name the row that sizes the claim")
@@ -160,6 +172,14 @@ def _validate_comparison(claim: ClaimSpec, labels: list[str], reference: str | N
                            f"as none, as a fraction of {sizing!r}'s score (0 < margin < 1), e.g. margin: 0.02")
     elif claim.margin is not None:
         fail("margin", f"only a no_difference claim has a margin; this one is claim: {claim.claim}")
+
+
+# the sizes a weight, an x value and a paper's value may have: far beyond any study's, and small enough that
+# squares and sums of them stay finite in every statistic of the claims
+SMALLEST, LARGEST = 1e-6, 1e6
+# a paper's score of any claim's metric (BLEU, parameters, words a second), and how many times that score its
+# comparison may be: a relative size beyond that is a typo, and would print as "+inf%" or hundreds of digits
+LARGEST_SCORE, LARGEST_RATIO = 1e12, 1e3
 
 
 def _is_number(value) -> bool:
@@ -181,6 +201,11 @@ def _validate_paper(claim: ClaimSpec, fail) -> None:
         fail("paper.value", f"= {paper.value!r}: the paper's value of the comparison (its Δ, contrast or slope)")
     if claim.claim in ("direction", "size") and paper.value == 0:
         fail("paper.value", "is 0, which has no direction; use claim: no_difference for a claim of no change")
-    if paper.reference is None or not math.isfinite(paper.reference) or paper.reference <= 0:
-        fail("paper.reference", f"= {paper.reference!r}: the paper's score (BLEU > 0) of the row that sizes the claim; "
-                                f"relative sizes are compared, not BLEU across corpora")
+    if paper.reference is None or not math.isfinite(paper.reference) or not 0 < paper.reference <= LARGEST_SCORE:
+        fail("paper.reference", f"= {paper.reference!r}: the paper's score (BLEU > 0, or the claim's metric, at most "
+                                f"{LARGEST_SCORE:g}) of the row that sizes the claim; relative sizes are compared, not "
+                                f"BLEU across corpora")
+    if abs(paper.value) > LARGEST_RATIO * paper.reference:
+        fail("paper.value", f"= {paper.value!r} is {abs(paper.value) / paper.reference:.3g} times paper.reference "
+                            f"{paper.reference!r}; a comparison is at most {LARGEST_RATIO:g} times the score that sizes "
+                            f"it: check both numbers")

@@ -202,6 +202,13 @@ CASES = [
      lambda p: [study_file(p, STUDY.replace("batch_tokens: 600", "batch_tokens: 600, lr: .inf"))],
      ["bad.yaml", "base.train.lr", "finite"]),
     ("nan in --set", "nmt.train", lambda p: ["--set", "train.lr=.nan"], ["--set", "finite"]),
+    # YAML reads 1e999 (no dot) as text, which float() turns into infinity
+    ("1e999 in a study file", "study.run",
+     lambda p: [study_file(p, STUDY.replace("batch_tokens: 600", "batch_tokens: 600, lr: 1e999"))],
+     ["bad.yaml", "train.lr = '1e999' must be a finite number"]),
+    ("1e999 in --set", "study.run", lambda p: [study_file(p, STUDY), "--dry-run", "--set", "decode.max_len_ratio=1e999"],
+     ["decode.max_len_ratio", "must be a finite number"]),
+    ("-1e999 in nmt.train --set", "nmt.train", lambda p: ["--set", "train.lr=-1e999"], ["train.lr", "finite"]),
     ("a key twice in a study file", "study.run", lambda p: [study_file(p, STUDY + "base:\n  train: {lr: 0.1}\n")],
      ["bad.yaml", "'base' appears twice", "line 4"]),
     ("a key twice in a config", "nmt.train",

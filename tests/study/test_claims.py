@@ -4,6 +4,8 @@ from records, and that claims never change what --resume compares."""
 from __future__ import annotations
 
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -54,7 +56,15 @@ def test_a_valid_claim_is_typed_and_defaults_to_the_table_reference():
 @pytest.mark.parametrize("change, message", [
     ({"row": "smal"}, r"claims\[0\]\.row: 'smal' is not a row of this study \(did you mean 'small'\?\); rows: base, small, tiny"),
     ({"contrast": {"small": 1, "base": -1}}, r"claims\[0\]\.row: give exactly one of row .* got row, contrast"),
-    ({"row": None, "contrast": {"small": 1, "base": 0}}, r"contrast\.base: = 0: a weight is a finite number other than 0"),
+    ({"row": None, "contrast": {"small": 1, "base": 0}}, r"contrast\.base: = 0: a weight is a number from 1e-06 to 1e\+06"),
+    ({"row": None, "contrast": {"small": 1, "base": 1e200}}, r"contrast\.base: = 1e\+200: a weight is a number from"),
+    ({"row": None, "claim": "direction", "slope": {"1": "tiny", "1.0": "small"}}, r"slope\.1\.0: is the same x as slope\.1;"),
+    ({"row": None, "claim": "direction", "slope": {1: "tiny", 1e200: "small"}}, r"slope\.1e\+200: an x value is a number of "
+                                                                                 r"at most 1e\+06"),
+    ({"row": None, "claim": "direction", "slope": {1: "small", 2: "tiny", 3: "small"}}, r"slope: names row 'small' at two "
+                                                                                        r"x values"),
+    ({"paper": {"value": -2.0, "reference": 1e-300, "source": "x"}}, r"paper\.value: = -2\.0 is 2e\+300 times"),
+    ({"paper": {"value": -2.0, "reference": 1e200, "source": "x"}}, r"paper\.reference: = 1e\+200: .* at most 1e\+12"),
     ({"claim": "no_difference"}, r"claims\[0\]\.margin: = None: a no_difference claim needs"),
     ({"margin": 0.1}, r"margin: only a no_difference claim has a margin"),
     ({"paper": {"value": -2.0, "source": "x"}}, r"paper\.reference: = None: the paper's score"),
@@ -216,3 +226,21 @@ def test_the_other_bleu_is_scored_again_from_the_translations(tmp_path):
     assert table.rows.set_index("label").loc["small", "bleu_mean"] < lowered - 20  # cased BLEU punishes the case
     records[0]["hyp_path"] = str(tmp_path / "gone.hyp")
     assert other_bleu_stats(table, records, references) is None
+
+
+def test_a_study_file_whose_claims_name_rows_the_study_lacks_is_refused_before_study_json_changes(tmp_path):
+    from study_helpers import in_process
+
+    name = "context_gates_m30k"
+    reference = Path(__file__).resolve().parents[2] / "results" / "reference" / name
+    shutil.copytree(reference, tmp_path / "results" / name)
+    before = (tmp_path / "results" / name / "study.json").read_bytes()
+    relabelled = tmp_path / f"{name}.yaml"  # the row relabelled, and the claims with it: a valid file on its own
+    source = Path(__file__).resolve().parents[2] / "search_spaces" / "multi30k" / f"{name}.yaml"
+    relabelled.write_text(source.read_text(encoding="utf-8").replace("GRU + CG (source)", "GRU + source gate"))
+    refused = in_process(str(relabelled), "--results", str(tmp_path / "results"), module="study.table")
+    assert refused.returncode == 2, refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert f"{relabelled} (read on the rows of " in line and "'GRU + source gate' is not a row of this study" in line
+    assert (tmp_path / "results" / name / "study.json").read_bytes() == before
+    assert in_process(name, "--results", str(tmp_path / "results"), module="study.table").returncode == 0  # still reads
