@@ -16,6 +16,7 @@ import math
 import operator
 import types
 import typing
+import unicodedata
 from dataclasses import field
 from pathlib import Path
 from typing import Any, Literal
@@ -223,8 +224,23 @@ def check_value(value: Any, hint: Any, source: str, key: str) -> Any:
     if hint is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{source}: {key} = {value!r} must be a string")
-        return str(value)
+        return check_text(str(value), source, key)
     raise TypeError(f"unsupported config type {hint} for {key}")
+
+
+def check_text(text: str, source: str, key: str) -> str:
+    """``text`` when it is one line of printable text, else one ConfigError line. A line or record separator
+    (a line feed, U+0085, U+2028, U+2029, ...) splits a CSV record or a Markdown row in whoever reads the exports,
+    and a control character prints as nothing or as noise, so no text a table shows may hold one."""
+    for char in text:
+        if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
+            raise ConfigError(f"{source}: {key} = {text!r}: holds {_char_name(char)}; write it as one line of printable "
+                              f"text")
+    return text
+
+
+def _char_name(char: str) -> str:
+    return f"U+{ord(char):04X} ({unicodedata.name(char, 'a control character')})"
 
 
 def suggest(word: str, choices: list[str], prefix: str, quote: bool = False) -> str:

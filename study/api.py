@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from nmt.errors import UserError
+from nmt.fileio import check_writable_dir
 from study.analysis.comparison import compare_studies
 from study.analysis.exports import RebuiltExports, rebuild_exports
 from study.analysis.html_report import write_study_report
@@ -260,6 +261,7 @@ def fetch_studies(storage: str, names: Iterable[StrPath] | None = None, results:
     uri = checked("storage", storage, str)
     wanted = None if names is None else [study_name(checked_path("name", name)) for name in names]
     root = Path(checked_path("results", results))
+    check_writable_dir(root, "--results")  # a file there is one line, before anything comes down
     fetched = pull_studies(uri, wanted, root)
     for name, finished in fetched.items():
         say(f"storage: {uri}: {name}: {finished} finished trial(s) into {root / name}")

@@ -24,6 +24,7 @@ Markdown (also printed), CSV, LaTeX (booktabs) and the per-trial CSV.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -364,7 +365,7 @@ def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
     number and print "0.3"."""
     align = ["right" if column in NUMBER_COLUMNS else "left" for column in frame.columns]
     body = frame.apply(lambda column: column.map(markdown_cell)).to_markdown(index=False, disable_numparse=True, colalign=align)
-    return f"**{' '.join(title.split())}**\n\n" + body + "\n" + "".join(f"\n{note}\n" for note in notes)
+    return f"**{markdown_text(title)}**\n\n" + body + "\n" + "".join(f"\n{markdown_text(note)}\n" for note in notes)
 
 
 def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
@@ -411,9 +412,21 @@ def latex_text(text: str) -> str:
     return text.translate(LATEX_TEXT)
 
 
+# what a Markdown reader takes for raw HTML: a '<' that opens a tag, comment or declaration, and a character
+# reference; any other '<' or '&' (p < 0.001) is shown as it is
+MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
+
+
+def markdown_text(text: str) -> str:
+    """Text (a title, a note, a cell) as Markdown shows it literally: whitespace runs, line and paragraph
+    separators included, as one space (a study's text holds none: ``nmt.typed_config.check_text``; a stored one
+    might), and what would be read as HTML escaped."""
+    return MARKUP.sub(lambda match: "&lt;" if match.group() == "<" else "&amp;", " ".join(str(text).split()))
+
+
 def markdown_cell(text: str) -> str:
-    """A cell of a Markdown table: a '|' would end the cell and a line break the row."""
-    return " ".join(str(text).replace("|", r"\|").split("\n"))
+    """A cell of a Markdown table: as ``markdown_text``, and a '|' would end the cell."""
+    return markdown_text(text).replace("|", r"\|")
 
 
 def latex_table(frame: pd.DataFrame, title: str, notes: list[str], label: str = "", compact: bool = False) -> str:

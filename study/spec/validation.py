@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nmt.config import TrainConfig, config_from_dict
 from nmt.errors import ConfigError
-from nmt.typed_config import apply_overrides, suggest
+from nmt.typed_config import apply_overrides, check_text, suggest
 from study.spec.claims import validate_claims
 from study.spec.expansion import count_trials, expand, varied_keys
 from study.spec.model import EPOCH_METRICS, FINAL_METRICS, NMT_SECTIONS, RESERVED_NAMES, STUDY_NAME, StudySpec
@@ -74,6 +74,7 @@ def _validate_variation(spec: StudySpec, fail) -> None:
             if not isinstance(variant["label"], str):
                 fail(f"variants[{i}].label", f"= {variant['label']!r}: a row label is text; quote it, "
                                              f"e.g. label: \"{variant['label']}\"")
+            check_text(variant["label"], spec.source, f"variants[{i}].label")
     ways = [name for name, value in (("ablate", f.ablate), ("grid", f.grid or f.variants), ("search", f.search))
             if value]
     if not ways:

@@ -209,6 +209,12 @@ CASES = [
     ("1e999 in --set", "study.run", lambda p: [study_file(p, STUDY), "--dry-run", "--set", "decode.max_len_ratio=1e999"],
      ["decode.max_len_ratio", "must be a finite number"]),
     ("-1e999 in nmt.train --set", "nmt.train", lambda p: ["--set", "train.lr=-1e999"], ["train.lr", "finite"]),
+    # a line or record separator in a text the exports show would split a CSV record or a Markdown row
+    ("a line separator in a row label", "study.run",
+     lambda p: [study_file(p, STUDY.replace("{label: one,", '{label: "o\\u2028ne",'))],
+     ["variants[0].label", "U+2028 (LINE SEPARATOR)", "one line"]),
+    ("a next-line character in a title", "study.run",
+     lambda p: [study_file(p, STUDY), "--set", 'table.title="a\\u0085b"'], ["table.title", "U+0085", "one line"]),
     ("a key twice in a study file", "study.run", lambda p: [study_file(p, STUDY + "base:\n  train: {lr: 0.1}\n")],
      ["bad.yaml", "'base' appears twice", "line 4"]),
     ("a key twice in a config", "nmt.train",

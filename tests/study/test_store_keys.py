@@ -75,3 +75,13 @@ def test_key_path_refuses_every_part_that_is_not_a_plain_name(tmp_path, relative
     with pytest.raises(UserError, match="is not a plain name"):
         key_path(tmp_path, relative, "object")
     assert key_path(tmp_path, "a/b.json", "object") == tmp_path.resolve() / "a" / "b.json"
+
+
+@pytest.mark.parametrize("command", ["study.table", "study.list"])
+def test_results_that_is_a_file_is_one_line_before_anything_comes_down(planted, command):
+    uri, put, _, results = planted
+    put("ray/x/trials/aaaaaaaaaaaa/trial.json")
+    results.write_text("a file")
+    refused(in_process("x", "--results", str(results), "--storage", uri, module=command),
+            f"--results {results} is a file, not a directory")
+    assert results.read_text() == "a file"

@@ -452,3 +452,11 @@ def test_the_numerics_note_says_where_the_numbers_hold():
                                                      "recurrences equal the default torch paths to rounding, not bit "
                                                      "for bit.")
     assert "(all trials," in numerics_note(triton)
+
+
+def test_markdown_shows_markup_in_a_label_or_title_as_text():
+    from study.analysis.tables import markdown_cell, markdown_text
+
+    assert markdown_text("<script>alert(1)</script> &amp; p < 0.001 & more") == \
+        "&lt;script>alert(1)&lt;/script> &amp;amp; p < 0.001 & more"
+    assert markdown_text("a\u2028b\x85c\n d") == "a b c d" and markdown_cell("x|<!-- y -->") == r"x\|&lt;!-- y -->"
