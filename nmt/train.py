@@ -20,6 +20,7 @@ from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
 from nmt.memory import keep_freed_memory
 from nmt.numerics import NUMERICS, apply_numerics
+from nmt.ops.kernel_choice import check_kernels
 from nmt.run_dir import CHECKPOINT, STATE, check_run_dir, remove_run
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
@@ -149,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         print(config_yaml(cfg), end="")
         print("# " + "\n# ".join(describe(cfg.model.unit)))  # the unit's options, with what each does
         return 0
+    warning = check_kernels()  # a bad NMT_KERNELS is refused before anything is written or trained
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     replace = check_out_dir(args.out, args.resume, args.force)
     if args.resume:
         cfg = resume_config(args)

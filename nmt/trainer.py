@@ -62,7 +62,7 @@ from nmt.fileio import write_json, write_lines
 from nmt.model import Seq2Seq, build_model
 from nmt.translator import translate
 from nmt.numerics import adam_options, arithmetic, numerics_record
-from nmt.ops.kernels import requested_kernels
+from nmt.ops.kernels import kernels_run
 
 ReportFn = Callable[[dict, Path], None]
 BUDGET_REASONS = ("max epochs", "max steps", "max tokens")
@@ -129,6 +129,7 @@ class Trainer:
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.device = resolve_device(cfg.train.device)
+        self.kernels = kernels_run(cfg.model.cell, self.device)  # a bad NMT_KERNELS is refused before any work
         seed_everything(cfg.train.seed)
         self.data = data if data is not None else load_data(cfg.data, log=log)
         self._fresh_state()
@@ -477,7 +478,7 @@ class Trainer:
             "device": str(self.device),
             "threads": torch.get_num_threads(),
             **numerics_record(self.cfg.train.numerics),  # how the CPU computed: where these numbers hold
-            "kernels": requested_kernels(),  # the recurrences' kernels: Triton's equal torch's to rounding only
+            "kernels": self.kernels,  # what the recurrences ran on: Triton's equal torch's to rounding only
             "cell": self.cfg.model.cell,
             "history": p.history,
         }

@@ -21,26 +21,22 @@ and the cells' reference loops), not bit for bit: the golden numbers hold for th
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
-from nmt.errors import UserError
+from nmt.ops.kernel_choice import KERNELS_ENV, TRITON_UNITS, requested_kernels
 
-KERNELS_ENV = "NMT_KERNELS"
-KERNELS = ("torch", "triton")
+__all__ = ["KERNELS_ENV", "TRITON_UNITS", "requested_kernels", "kernels_run", "triton_runs_on", "use_triton",
+           "choose_method"]
+
 TRITON_DTYPES = (torch.float32, torch.float64)
-#: the units whose recurrences have Triton kernels (the others compute the same with the switch on or off)
-TRITON_UNITS = ("ran", "atr", "sru", "srnmt", "mingru", "minlstm")
 
 
-def requested_kernels() -> str:
-    """``torch`` (the default) or ``triton``, from ``NMT_KERNELS``."""
-    value = os.environ.get(KERNELS_ENV, "") or "torch"
-    if value not in KERNELS:
-        raise UserError(f"{KERNELS_ENV}={value!r} is not a kernel choice; use torch (the default) or triton")
-    return value
+def kernels_run(cell: str, device: torch.device) -> str:
+    """The kernels a model of ``cell`` on ``device`` runs its recurrences on, as a trial records it: ``triton``
+    only where the switch is on, the unit has Triton kernels and they can take tensors on that device."""
+    on_device = device.type == "cuda" or not torch.cuda.is_available()
+    return "triton" if requested_kernels() == "triton" and cell in TRITON_UNITS and on_device else "torch"
 
 
 def triton_runs_on(x: Tensor) -> bool:

@@ -31,6 +31,7 @@ from nmt.data.corpus import corpus_languages, discover_corpus, resolve_path
 from nmt.data.pipeline import load_data, resolve_cache_dir
 from nmt.durations import clock
 from nmt.numerics import apply_numerics, has_avx2
+from nmt.ops.kernel_choice import check_kernels
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_json, write_lines
 from study.analysis.exports import printed_tables, shown_path, write_command, write_exports
@@ -179,6 +180,9 @@ def check_placement(spec: StudySpec, opts: RunOptions) -> tuple[str | None, dict
     resources = trial_resources(spec, opts)
     if not address:
         check_local_fit(resources, opts)
+    warning = check_kernels()  # the trial workers get the driver's switch: a bad one would fail every trial
+    if warning:
+        opts.say(f"warning: {warning}")
     return address, resources
 
 

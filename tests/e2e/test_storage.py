@@ -212,7 +212,8 @@ def test_a_worker_node_killed_mid_epoch_hands_its_trial_to_the_other_node_throug
         study_file.write_text(grid_study("nodes_s3", VARIANTS, seeds=1, epochs=8).replace("size: 300,", "size: 600,"))
         uri, results = f"s3://{bucket}/cluster", tmp_path / "driver" / "results"
         # the kernel switch is set for the driver only: the nodes' trial workers get it from the driver (neither
-        # GRU nor the tanh RNN has a Triton kernel, so it changes no number here, only the records)
+        # GRU nor the tanh RNN has a Triton kernel: they run and record the torch paths, and the driver's check
+        # of the switch accepts it)
         driver = start_study(str(study_file), "--results", str(results), "--address", cluster.address,
                              "--storage", uri, "--tracking-uri", tracking, env={**env, "NMT_KERNELS": "triton"},
                              cwd=tmp_path / "driver")
@@ -234,7 +235,7 @@ def test_a_worker_node_killed_mid_epoch_hands_its_trial_to_the_other_node_throug
         finished = {path.parent.name: json.loads(path.read_text())
                     for path in (results / "ray" / "nodes_s3" / "finished").glob("*/metrics.json")}
         assert len(finished) == 2 and all(m["status"] == "ok" and m["epochs"] == 8 for m in finished.values())
-        assert all(m["kernels"] == "triton" for m in finished.values())
+        assert all(m["kernels"] == "torch" for m in finished.values())  # what ran, not what was asked
         assert finished[moved]["resumes"] >= 1  # continued from the worker node's upload, not trained again
         assert len({m["node_id"] for m in finished.values()}) == 1  # both ended on the head node
         assert not list(scratch.glob(f"*/ray/nodes_s3/finished/{moved}"))  # the worker node finished nothing
