@@ -52,6 +52,16 @@ def _validate_identity(spec: StudySpec, expected_name: str | None, fail) -> None
         if section not in NMT_SECTIONS:
             fail(f"base.{section}", f"unknown section{suggest(section, list(NMT_SECTIONS), 'base.')}; "
                                     f"base holds {', '.join(NMT_SECTIONS)} (data goes in the top-level data block)")
+    # every trial computes as the study's numerics key says (the driver sets it): a trial config's own would be
+    # overridden without a word
+    where = ["base.train.numerics"] if "numerics" in (f.base.get("train") or {}) else []
+    where += [f"variants[{i}].set.train.numerics" for i, variant in enumerate(f.variants or [])
+              if isinstance(variant, dict) and "train.numerics" in (variant.get("set") or {})]
+    where += [f"{name}.train.numerics" for name, axes in (("grid", f.grid), ("search.space", f.search and f.search.space))
+              if isinstance(axes, dict) and "train.numerics" in axes]
+    if where:
+        fail(where[0], "how the trials compute is the study's own key: write `numerics: portable` or `numerics: native` "
+                       "at the top of the study file (or --set numerics=...), one setting for all its trials")
 
 
 def _validate_variation(spec: StudySpec, fail) -> None:

@@ -209,6 +209,13 @@ CASES = [
     ("1e999 in --set", "study.run", lambda p: [study_file(p, STUDY), "--dry-run", "--set", "decode.max_len_ratio=1e999"],
      ["decode.max_len_ratio", "must be a finite number"]),
     ("-1e999 in nmt.train --set", "nmt.train", lambda p: ["--set", "train.lr=-1e999"], ["train.lr", "finite"]),
+    # the study's numerics key decides how every trial computes: a trial config's own is refused, not overridden
+    ("numerics in the base config", "study.run",
+     lambda p: [study_file(p, STUDY.replace("batch_tokens: 600", "batch_tokens: 600, numerics: native"))],
+     ["bad.yaml", "base.train.numerics", "numerics: portable` or `numerics: native"]),
+    ("numerics as a grid axis", "study.run",
+     lambda p: [study_file(p, STUDY.replace("variants:\n  - {label: one, set: {}}", "grid: {train.numerics: [native, portable]}"))],
+     ["grid.train.numerics", "the study's own key"]),
     # a line or record separator in a text the exports show would split a CSV record or a Markdown row
     ("a line separator in a row label", "study.run",
      lambda p: [study_file(p, STUDY.replace("{label: one,", '{label: "o\\u2028ne",'))],
