@@ -22,6 +22,7 @@ from study.store.study_transfer import (
     pull_search,
     pull_study_files,
     pull_trials,
+    push_finished_trials,
     push_search,
     push_study,
     trial_store_prefix,
@@ -46,10 +47,13 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
         if search_db is not None:
             pull_search(store, study, search_db)
         pull_study_files(store, study, study_dir)
+        say(f"storage: {uri}: {len(finished)} finished trial(s) of {study} there")
+        moved = push_finished_trials(store, study, exp_dir)  # a study run here before, now kept in the store too
+        if moved:
+            say(f"storage: {uri}: put up {moved} trial(s) of {study} that finished here before")
     except BaseException:
         lease.release()
         raise
-    say(f"storage: {uri}: {len(finished)} finished trial(s) of {study} there")
     renewal = _Renewal(lease, say)
     renewal.start()
     try:

@@ -18,9 +18,9 @@ from study.spec.model import STUDY_NAME
 from study.store.object_store import ObjectStore, StorageError, open_store
 from study.store.ownership import key_path
 from study.store.records import experiment_dir
-from study.store.store_mirror import StoreMirror, check_json
+from study.store.store_mirror import MARKER, StoreMirror, check_json
 from study.store.study_state import STATE_FILE
-from study.store.trial_store import TrialStore
+from study.store.trial_store import FINISHED, TrialStore
 
 STUDY_FILES = (STATE_FILE, "command.txt")  # what --resume needs of the study folder
 SEARCH_DB = "optuna.db"  # a search study's Optuna study, in the store beside its trial store
@@ -55,6 +55,21 @@ def push_study(store: ObjectStore, study: str, study_dir: Path, exp_dir: Path) -
     mirror = StoreMirror(store, trial_store_prefix(study), exp_dir)
     for key in TrialStore(exp_dir).keys():
         mirror.push_records(key)
+    push_finished_trials(store, study, exp_dir)
+
+
+def push_finished_trials(store: ObjectStore, study: str, exp_dir: Path) -> int:
+    """Every trial finished in the local store whose result the object store lacks (a study first run
+    without ``--storage``, then continued with it): its records and ``finished/KEY/``, marker last; how many
+    went up. A trial the store holds as finished keeps that result (write-once marker)."""
+    mirror, store_of = StoreMirror(store, trial_store_prefix(study), exp_dir), TrialStore(exp_dir)
+    pushed = 0
+    for key in store_of.keys():
+        if store_of.finished_metrics(key) is None or store.version(f"{trial_store_prefix(study)}/{FINISHED}/{key}/{MARKER}"):
+            continue
+        mirror.push_records(key)
+        pushed += mirror.push_finished(key)
+    return pushed
 
 
 def stored_studies(store: ObjectStore) -> list[str]:

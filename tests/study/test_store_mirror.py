@@ -162,3 +162,22 @@ def test_a_search_keeps_its_optuna_study_through_the_store(tmp_path):
     remote.write("ray/s/optuna.db", (tmp_path / "a.db").read_bytes()[:1000])
     with pytest.raises(StorageError, match=r"ray/s/optuna.db: not the Optuna study s \(damaged or cut short\)"):
         pull_search(remote, "s", tmp_path / "c.db")
+
+
+def test_a_study_run_here_first_puts_its_finished_trials_up_when_it_moves_to_a_store(remote, tmp_path):
+    from study.execution.remote_study import mirrored_study
+
+    here = TrialStore(tmp_path / "results" / "ray" / "s")  # finished without --storage
+    trained_epochs(here, 2)
+    (here.run_dir(KEY) / "test.hyp").write_text("ein Hund\n")
+    here.finish(KEY, {"status": "ok", "epochs": 2, "test_bleu": 31.5})
+    said = []
+    with mirrored_study(remote.uri, "s", tmp_path / "results" / "s", here.experiment, said.append):
+        assert json.loads(remote.read(f"ray/s/finished/{KEY}/metrics.json"))["test_bleu"] == 31.5  # at once
+    assert f"storage: {remote.uri}: put up 1 trial(s) of s that finished here before" in said
+    elsewhere = TrialStore(tmp_path / "elsewhere" / "ray" / "s")  # a reader with an empty directory
+    assert StoreMirror(remote, "ray/s", elsewhere.experiment).pull_records() == [KEY]
+    assert (elsewhere.finished_dir(KEY) / "test.hyp").read_text() == "ein Hund\n"
+    with mirrored_study(remote.uri, "s", tmp_path / "results" / "s", here.experiment, said.append):
+        pass
+    assert sum("put up" in line for line in said) == 1  # once up, never again
