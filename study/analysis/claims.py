@@ -29,11 +29,12 @@ import pandas as pd
 
 from nmt.fileio import write_lines
 from study.analysis.additivity import contrast_test
-from study.analysis.plateau import rule_text
+from study.analysis.plateau import MIN_EPOCHS, rule_text
 from study.analysis.significance import SeedTest, holm, reference_scorer, seeds_needed, slope_weights, welch_contrast
 from study.analysis.tables import (
     SCORED,
     StudyTable,
+    epochs_trained,
     format_interval,
     format_number,
     format_p,
@@ -133,8 +134,14 @@ def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None
                if rows[label].n < rows[label].planned]
     too_few = [label for label in involved if rows[label].n < 2]
     improving = [f"{label} ({rows[label].improving} of {rows[label].n} seeds)" for label in involved if rows[label].improving]
-    why = "; ".join(missing + ([f"not on a plateau: {', '.join(improving)}"] if improving else []))
-    return not too_few, not missing and not improving, why
+    # a seed with too few validation scores for the plateau test cannot show it converged: no test either
+    short = {label: sum(r["label"] == label and r["status"] in SCORED and r["metrics"].get("test_bleu") is not None
+                        and (epochs_trained(r) or 0) < MIN_EPOCHS for r in records) for label in involved}
+    unjudged = [f"{label} ({count} of {rows[label].n} seeds)" for label, count in short.items() if count]
+    why = "; ".join(missing + ([f"not on a plateau: {', '.join(improving)}"] if improving else [])
+                    + ([f"too short for the plateau test (under {MIN_EPOCHS} validation scores): {', '.join(unjudged)}"]
+                       if unjudged else []))
+    return not too_few, not missing and not improving and not unjudged, why
 
 
 def verdict(kind: str, test: SeedTest, adjusted_p: float, paper_scaled: float, margin: float | None) -> tuple[str, bool]:

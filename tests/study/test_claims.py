@@ -182,6 +182,14 @@ def test_a_claim_on_unfinished_or_still_improving_rows_is_not_tested():
     assert improving.loc["smaller-worse", "verdict"] == NOT_TESTED
     assert improving.loc["smaller-worse", "why_not_tested"] == "not on a plateau: base (1 of 3 seeds)"
     assert "base (1 of 3 seeds)" in judged([claim()], records, plateau={"base2": False}).markdown()
+    # seeds of 3 epochs: too few validation scores for the plateau test, so nothing shows they converged
+    for record in records:
+        if record["label"] == "small" and record["seed"] < 3:
+            record["metrics"].update(epochs=3, best_epoch=2)
+    short = judged([claim()], records).rows.set_index("claim")
+    assert short.loc["smaller-worse", "verdict"] == NOT_TESTED
+    assert short.loc["smaller-worse", "why_not_tested"] == \
+        "too short for the plateau test (under 5 validation scores): small (2 of 3 seeds)"
 
 
 def test_a_diverged_seed_reproduces_a_fails_to_converge_claim():
