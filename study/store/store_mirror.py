@@ -26,7 +26,8 @@ from nmt.fileio import write_bytes
 from nmt.run_dir import BEST, CONFIG, SRC_SPM, STATE, TGT_SPM
 from study.store.object_store import ObjectStore, StorageError
 from study.store.ownership import key_path
-from study.store.trial_store import FINISHED, TRIALS
+from study.store.record_validation import UnreadableRecord, parse_json
+from study.store.trial_store import FINISHED, TRIALS, check_record
 
 RECORDS = ("trial.json", "progress.json", "history.json", "status.json", "error.txt")  # a trial's own records
 CHECKPOINT = Path("run") / "checkpoint"
@@ -167,10 +168,19 @@ class StoreMirror:
 
 def check_json(where: str, data: bytes) -> None:
     """A record that came down whole but is not what the tool wrote (edited, truncated on its way in
-    by another program) is refused in one line naming the object."""
+    by another program) is refused in one line naming the object, before anything is written: not JSON,
+    JSON the local store would refuse (a non-finite number, an integer out of range: ``parse_json``), or a
+    trial record (``trial_store.RECORD_CHECKS``, by its name) whose fields are wrong."""
+    fix = ("delete that object and run the study with --resume: its trial continues from its last checkpoint or is "
+           "trained again, nothing else changes")
     try:
-        json.loads(data)
-    except (UnicodeDecodeError, ValueError):
-        raise StorageError(f"{where}: not valid JSON (damaged or cut short); nothing was copied from it; delete "
-                           "that object and run the study with --resume: its trial continues from its last "
-                           "checkpoint or is trained again, nothing else changes") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    try:
+        record = parse_json(text, where, fix) if text is not None else None
+    except UnreadableRecord:
+        record = text = None
+    if text is None:
+        raise StorageError(f"{where}: not valid JSON (damaged or cut short); nothing was copied from it; {fix}")
+    check_record(where.rsplit("/", 1)[-1], record, where, fix)

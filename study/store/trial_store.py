@@ -39,6 +39,23 @@ PROGRESS_FILES = ("progress.json", "history.json")  # what a trial records epoch
 FINISHED = "finished"
 
 
+def _history_record(data: dict, where: str, fix: str) -> dict:
+    check_history(data.get("epochs", []), where, fix)
+    return data
+
+
+# each JSON record of the store, by file name, and its check (a finished trial's metrics.json is its marker)
+RECORD_CHECKS = {"trial.json": check_identity, "progress.json": check_metrics, "history.json": _history_record,
+                 "status.json": check_verdict, "metrics.json": check_metrics}
+
+
+def check_record(name: str, data: object, where: str, fix: str) -> None:
+    """A record named ``name`` read from anywhere (a local file, an object store) checked as this store checks
+    its own files: ``BadRecord`` naming ``where`` when its fields are not what the platform writes."""
+    if name in RECORD_CHECKS:
+        RECORD_CHECKS[name](check_mapping(data, where, fix), where, fix)
+
+
 class TrialStore:
     def __init__(self, experiment: Path):
         self.experiment = Path(experiment)
@@ -186,7 +203,7 @@ class TrialStore:
 
     def history(self, key: str) -> list[dict]:
         path = self.trial_dir(key) / "history.json"
-        record = _read(path, lambda data, where, fix: data, self._fix(key)) or {}
+        record = _read(path, _history_record, self._fix(key)) or {}
         return check_history(record.get("epochs", []), str(path), self._fix(key))
 
     def verdict(self, key: str) -> dict | None:

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from nmt.errors import UserError
 from study.store.object_store import DirectoryStore, S3Store, StorageError
 from study.store.store_mirror import StoreMirror
 from study.store.study_transfer import pull_search, push_search
@@ -110,6 +111,22 @@ def test_a_damaged_record_is_one_line_naming_the_object_and_nothing_comes_down(r
     assert not node_b.experiment.exists()  # checked whole before anything was written
     remote.write(f"ray/s/{name}", original)  # nothing else was lost: mended, it comes down whole
     assert StoreMirror(remote, "ray/s", node_b.experiment).pull_records() == [KEY]
+
+
+@pytest.mark.parametrize("name, record, problem", [
+    (f"trials/{KEY}/progress.json", b'{"epoch": 1, "valid_bleu": "high"}', "'valid_bleu'"),
+    (f"trials/{KEY}/trial.json", b'{"key": "../../x"}', "trial.json"),
+    (f"finished/{KEY}/metrics.json", b'{"test_bleu": 1e999, "status": "ok"}', "'test_bleu'")])
+def test_a_valid_json_that_is_no_valid_record_is_refused_before_anything_comes_down(remote, tmp_path, name, record,
+                                                                                     problem):
+    finished_in_store(remote, tmp_path)
+    remote.write(f"ray/s/{name}", record)
+    node_b = TrialStore(tmp_path / "b" / "ray" / "s")
+    with pytest.raises(UserError) as refused:
+        StoreMirror(remote, "ray/s", node_b.experiment).pull_records()
+    line = str(refused.value)
+    assert line.startswith(remote.where(f"ray/s/{name}")) and problem in line and "\n" not in line, line
+    assert not node_b.experiment.exists()  # checked whole before anything was written
 
 
 def test_translations_missing_beside_a_marker_are_one_line_and_a_trial_without_a_test_needs_none(remote, tmp_path):
