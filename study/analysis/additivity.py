@@ -33,12 +33,12 @@ from study.analysis.significance import PairedBootstrap, contrast_bootstrap_stat
 from study.analysis.tables import (
     STILL_IMPROVING,
     StudyTable,
-    finished_translations,
     format_interval,
     format_number,
     format_p,
     latex_table,
     markdown_table,
+    paired_seeds,
     translation_stats,
 )
 from study.spec.expansion import expand
@@ -166,11 +166,13 @@ def contrast_test(weights: dict[str, float], records: list[dict], references_tex
     statistics add up, so a sentence's seeds sum to one system sentence with the same corpus BLEU)."""
     if references_text is None:
         return 0, nan_bootstrap()
-    finished = {name: finished_translations([r for r in records if r["label"] == name]) for name in weights}
-    seeds = sorted(set.intersection(*(set(paths) for paths in finished.values())))
+    paired = paired_seeds([[r for r in records if r["label"] == name] for name in weights])
+    if paired is None:
+        return 0, nan_bootstrap()
+    seeds, paths = paired
     systems = []
-    for name in weights:
-        parts = [translation_stats(finished[name][seed], references_text, cache) for seed in seeds]
+    for found in paths:
+        parts = [translation_stats(found[seed], references_text, cache) for seed in seeds]
         if not parts or any(part is None for part in parts):
             return 0, nan_bootstrap()
         systems.append(np.sum(parts, axis=0) if seeds_together else np.concatenate(parts))

@@ -133,8 +133,8 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
         unusable = mismatched_translations(records, references_text, stats_cache)
         if unusable:
             frame.attrs["translation_note"] = (
-                f"Δ CI (bootstrap) and p are left blank for every row that needs a test translation without one "
-                f"line per test sentence (the test set has {len(references_text)}): {', '.join(unusable)}. "
+                f"Δ CI (bootstrap) and p are left blank for every row that needs a test translation it lacks or "
+                f"without one line per test sentence (the test set has {len(references_text)}): {', '.join(unusable)}. "
                 "Restore that seed's test translation or train that trial again.")
     return StudyTable(title, frame, trials, reference)
 
@@ -204,16 +204,32 @@ def paired_test(system: list[dict], reference: list[dict], references_text: list
     their test translations concatenated (seed by seed, so sentence i meets sentence i).
     ``stats_cache`` keeps each translation file's sentence statistics between rows."""
     cache = {} if stats_cache is None else stats_cache
-    ours, theirs = finished_translations(system), finished_translations(reference)
-    seeds = sorted(set(ours) & set(theirs))
-    if not seeds:
+    paired = paired_seeds([system, reference])
+    if paired is None or not paired[0]:
         return nan_bootstrap()
+    seeds, (ours, theirs) = paired
     parts = [(translation_stats(ours[seed], references_text, cache),
               translation_stats(theirs[seed], references_text, cache)) for seed in seeds]
     if any(a is None or b is None for a, b in parts):
         return nan_bootstrap()
     return paired_bootstrap_stats(np.concatenate([a for a, _ in parts]), np.concatenate([b for _, b in parts]),
                                   samples=samples)
+
+
+def paired_seeds(groups: list[list[dict]]) -> tuple[list[int], list[dict[int, str]]] | None:
+    """The seeds every group (a row's records) finished with a test score, and each group's test translation
+    by seed; None when one of those seeds lost its translation: pairing only the others would narrow the
+    bootstrap interval without a word (``mismatched_translations`` names it under the table)."""
+    seeds = sorted(set.intersection(*(_tested_seeds(group) for group in groups)))
+    paths = [finished_translations(group) for group in groups]
+    if any(seed not in found for found in paths for seed in seeds):
+        return None
+    return seeds, paths
+
+
+def _tested_seeds(records: list[dict]) -> set[int]:
+    """The seeds that finished (status ok) with a test score: each needs its test translation."""
+    return {r["seed"] for r in records if r["status"] == "ok" and r["metrics"].get("test_bleu") is not None}
 
 
 def finished_translations(records: list[dict]) -> dict[int, str]:
@@ -224,12 +240,14 @@ def finished_translations(records: list[dict]) -> dict[int, str]:
 def mismatched_translations(records: list[dict], references_text: list[str],
                             cache: dict[str, np.ndarray | None]) -> list[str]:
     """The finished seeds whose test translation the bootstrap cannot pair with the test set
-    ("label seed 2 has 997 lines"), in row order. ``cache`` is the one the paired tests filled, so
-    only a translation of the wrong length is read again, for its line count."""
+    ("label seed 2 has 997 lines", "label seed 3 has none (its file is missing)"), in row order. ``cache`` is the
+    one the paired tests filled, so only a translation of the wrong length is read again, for its line count."""
     out = []
     for record in sorted(records, key=lambda r: (r["row"], r["label"], r["seed"])):
         path = finished_translations([record]).get(record["seed"])
-        if path is not None and translation_stats(path, references_text, cache) is None:
+        if path is None and _tested_seeds([record]):
+            out.append(f"{record['label']} seed {record['seed']} has none (its file is missing)")
+        elif path is not None and translation_stats(path, references_text, cache) is None:
             lines = len((read_text(Path(path)) or "").splitlines())
             out.append(f"{record['label']} seed {record['seed']} has {lines} lines")
     return out

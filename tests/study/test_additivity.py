@@ -264,3 +264,15 @@ def test_contrast_bootstrap_of_two_systems_is_sacrebleus_paired_bootstrap():
     assert same.p_value == 1.0 and same.delta == 0.0
     with pytest.raises(ValueError, match="same sentences"):
         contrast_bootstrap_stats([a, b[:-1]], [1.0, -1.0])
+
+
+def test_a_lost_translation_leaves_the_bootstrap_blank_and_is_named_not_skipped(study):
+    victim = next(r for r in study.records if r["label"] == "- Highway" and r["seed"] == 2)
+    records = [{**r, "hyp_path": None, "artifacts": []} if r is victim else r for r in study.records]
+    rows = additivity_of(study, records).rows.set_index("label")
+    uses_highway = [label for label, singles in SINGLES.items() if "- Highway" in singles]
+    assert rows.loc[uses_highway, "p_value"].isna().all() and rows.loc["- LN & MA", "p_value"] > 0
+    assert any("- Highway seed 2 has none (its file is missing)" in note for note in additivity_of(study, records).notes())
+    layout = study.layout
+    table = build_table(records, layout.title, layout.reference, study.references, layout.row_order, layout.planned_seeds)
+    assert math.isnan(table.rows.set_index("label").loc["- Highway", "p_value"])  # not a 1-seed interval
