@@ -299,8 +299,13 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         finally:  # Ray's processes wind down while the tables and plots are written
             stopping = BackgroundShutdown()
 
-        with _runs_closed_on_error(tracker):
-            finish(spec, tracker, records, references, study_dir, state, start, uri, opts.say)
+        try:
+            with _runs_closed_on_error(tracker):
+                finish(spec, tracker, records, references, study_dir, state, start, uri, opts.say)
+        except KeyboardInterrupt:  # every trial is kept: the same command with --resume only writes the tables
+            print(f"\nSIGINT: stopped while writing the tables; every trial is kept. Resume with: "
+                  f"{continue_command(spec, opts)} (it trains nothing and writes the tables)", file=sys.stderr, flush=True)
+            return 128 + signal.SIGINT
         return 0
     finally:
         if stopping is not None:

@@ -642,3 +642,30 @@ def test_ray_handles_freed_while_ray_stops_do_not_end_the_driver(ray_env):
     output = result.stdout + result.stderr
     skip_if_ray_node_lost(result.returncode, output)
     assert result.returncode == 0 and "driver survived" in result.stdout, output[-3000:]
+
+
+INTERRUPTED_EXPORT = """
+import sys
+import study.execution.driver as driver
+from nmt.cli import run_main
+from study.run import main
+
+def interrupted(*_args, **_kwargs):
+    raise KeyboardInterrupt  # Ctrl-C while the tables are written
+
+driver.write_exports = interrupted
+sys.exit(run_main(main, sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_the_tables_are_written_says_how_to_resume(tmp_path, cluster_env):
+    path = tmp_path / "export.yaml"
+    path.write_text(grid_study("export", "  - {label: small, set: {}}", epochs=1))
+    args = [str(path), "--cpus", "1", "--results", str(tmp_path / "results")]
+    result = subprocess.run([sys.executable, "-c", INTERRUPTED_EXPORT, *args], cwd=ROOT, env=cluster_env,
+                            capture_output=True, text=True, timeout=300)
+    skip_if_ray_node_lost(result.returncode, result.stdout + result.stderr)
+    assert result.returncode == 128 + signal.SIGINT and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert (f"stopped while writing the tables; every trial is kept. Resume with: python -m study.run "
+            f"{' '.join(args)} --resume (it trains nothing") in result.stderr
+    assert len(finished_trials(tmp_path / "results", "export")) == 1
