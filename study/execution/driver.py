@@ -47,7 +47,7 @@ from study.execution.ray_setup import (
     trial_resources,
     trials_at_once,
 )
-from study.execution.remote_study import mirrored_study, pull_trial_records
+from study.execution.remote_study import mirrored_study, pull_trial_records, store_view
 from study.execution.row_cost import row_work
 from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri
 from study.execution.trainable import ray_node_id
@@ -498,26 +498,27 @@ def dry_run_study(spec: StudySpec, opts: RunOptions) -> int:
     spec, stats = prepared.spec, prepared.stats
     resources = trial_resources(spec, opts)
     concurrency = trials_at_once(resources, opts)
-    results_root = opts.results.resolve()
-    exp_dir = experiment_dir(results_root, spec.name)
-    check_real_tree(exp_dir, "trial store")
-    store = TrialStore(exp_dir)
-    if opts.resume:
-        store.check_records()
-    trials = expand(spec)
-    stored = None
-    if opts.resume:  # only what is left of the study counts, and what the run would refuse is refused
-        state = read_state(results_root / spec.name)
-        check_resumable(spec, opts, state, results_root, exp_dir)
-        check_resumable_changes(spec, opts, state)
-        check_numerics(spec, exp_dir)
-        if spec.fields.search is None:
-            plan = plan_adoption(store, trials)
-            if opts.extend:
-                check_extension(spec, trials, exp_dir, plan)
-            stored = stored_progress(store, trials, plan)
-    return dry_run(spec, stats, resources["cpu"], concurrency, log=opts.say,
-                   reused=reusable_keys(trials, sources, store), stored=stored)
+    check_real_tree(experiment_dir(opts.results.resolve(), spec.name), "trial store")
+    # with --storage, what the store holds too, as the run would see it (study.execution.remote_study)
+    with store_view(opts.storage if opts.resume else None, spec.name, opts.results.resolve()) as results_root:
+        exp_dir = experiment_dir(results_root, spec.name)
+        store = TrialStore(exp_dir)
+        if opts.resume:
+            store.check_records()
+        trials = expand(spec)
+        stored = None
+        if opts.resume:  # only what is left of the study counts, and what the run would refuse is refused
+            state = read_state(results_root / spec.name)
+            check_resumable(spec, opts, state, opts.results.resolve(), exp_dir)  # messages name the user's folder
+            check_resumable_changes(spec, opts, state)
+            check_numerics(spec, exp_dir)
+            if spec.fields.search is None:
+                plan = plan_adoption(store, trials)
+                if opts.extend:
+                    check_extension(spec, trials, exp_dir, plan)
+                stored = stored_progress(store, trials, plan)
+        reused = reusable_keys(trials, sources, store)
+    return dry_run(spec, stats, resources["cpu"], concurrency, log=opts.say, reused=reused, stored=stored)
 
 
 def _clear(results_root: Path, study: str) -> None:

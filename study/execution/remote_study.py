@@ -13,10 +13,14 @@ exports and the records it wrote itself (verdicts, errors) up, and lets the leas
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 import threading
 from pathlib import Path
 
 from study.store.object_store import Lease, StorageError, open_store, take_lease
+from study.store.ownership import check_real_tree
+from study.store.records import experiment_dir
 from study.store.store_mirror import StoreMirror
 from study.store.study_transfer import (
     pull_search,
@@ -66,6 +70,28 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
                 push_search(store, study, search_db)
         finally:
             lease.release()
+
+
+@contextlib.contextmanager
+def store_view(uri: str | None, study: str, results_root: Path):
+    """The results root a dry run reads: ``results_root`` itself without a URI; with one, a temporary copy of the
+    study's local folders with the store's records brought down into it as a real run would (its study files
+    where the local folder has none), so the dry run sees what the run would, and neither ``--results`` nor the
+    store is written (no lease is taken: a dry run changes nothing)."""
+    if not uri:
+        yield results_root
+        return
+    store = open_store(uri)
+    store.check()
+    with tempfile.TemporaryDirectory(prefix="rnmt-dry-run-") as folder:
+        root = Path(folder)
+        for local in (results_root / study, experiment_dir(results_root, study)):
+            if local.is_dir():
+                check_real_tree(local, "study folder")
+                shutil.copytree(local, root / local.relative_to(results_root))
+        pull_trials(store, study, experiment_dir(root, study))
+        pull_study_files(store, study, root / study)
+        yield root
 
 
 def pull_trial_records(uri: str | None, study: str, exp_dir: Path) -> list[str]:

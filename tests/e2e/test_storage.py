@@ -49,6 +49,12 @@ def test_a_study_on_s3_resumes_from_an_empty_directory_with_the_same_table(tmp_p
     assert store.read("tiny_s3/table.md").decode() == table
     assert sum(key.endswith("/best.pt") for key in store.keys("ray/tiny_s3/finished")) == 2
     assert store.read("ray/tiny_s3/driver.lease") is None  # let go when the run ended
+    # a dry run of the resume from an empty directory sees what the run will: the store's finished trials
+    planned = in_process(str(study_file), "--cpus", "2", "--results", str(tmp_path / "dry"), "--storage", uri, "--resume",
+                         "--dry-run")
+    assert planned.returncode == 0, planned.stderr[-3000:]
+    assert "(2 finished, 0 to continue, 0 to train)" in planned.stdout and not (tmp_path / "dry").exists()
+    assert store.read("ray/tiny_s3/driver.lease") is None  # a dry run takes no lease
 
     # another machine, an empty directory: the records come down, nothing trains again, the same table
     second = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "b"), "--storage", uri, "--resume",
