@@ -82,6 +82,20 @@ def run_numerics(directory: Path) -> str:
         return "portable"
 
 
+def check_output(output: Path) -> None:
+    """``--output`` names a regular file to create or replace, in a folder that exists; else one UserError line.
+    The translations replace the entry by rename: a link, a FIFO or a device node would be replaced by a
+    regular file (as root, /dev/null itself), never written through."""
+    if output.is_dir():
+        raise UserError(f"--output {output}: is a directory; give a file name")
+    if output.is_symlink() or (output.exists() and not output.is_file()):
+        kind = "a symbolic link" if output.is_symlink() else "not a regular file (a FIFO, socket or device)"
+        raise UserError(f"--output {output}: is {kind}; give the name of a regular file (leave out --output to print "
+                        f"the translations)")
+    if not output.absolute().parent.is_dir():
+        raise UserError(f"--output {output}: folder {output.absolute().parent} does not exist; create it first")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for flag, value in (("--beam", args.beam), ("--batch-size", args.batch_size), ("--threads", args.threads),
@@ -100,17 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.input is not None and not args.input.is_file():
         raise UserError(f"--input {args.input}: file not found")
     if args.output is not None:
-        if args.output.is_dir():
-            raise UserError(f"--output {args.output}: is a directory; give a file name")
-        if args.output.is_symlink() or (args.output.exists() and not args.output.is_file()):
-            # the translations replace the entry by rename: a link, a FIFO or a device node would be replaced by
-            # a regular file (as root, /dev/null itself), never written through
-            kind = "a symbolic link" if args.output.is_symlink() else "not a regular file (a FIFO, socket or device)"
-            raise UserError(f"--output {args.output}: is {kind}; give the name of a regular file (leave out --output "
-                            f"to print the translations)")
-        if not args.output.absolute().parent.is_dir():
-            raise UserError(f"--output {args.output}: folder {args.output.absolute().parent} does not exist; "
-                            f"create it first")
+        check_output(args.output)
 
     numerics = args.numerics or run_numerics(directory)
     applied = apply_numerics(numerics, "--numerics", strict=False)  # False only where torch ran in this process before

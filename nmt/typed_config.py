@@ -204,28 +204,34 @@ def check_value(value: Any, hint: Any, source: str, key: str) -> Any:
             raise ConfigError(f"{source}: {key} = {value!r} must be an integer")
         return value
     if hint is float:
-        number = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            number = value
-        elif isinstance(value, str):
-            try:  # YAML 1.1 reads "3e-4" (no dot) as a string
-                number = float(value)
-            except ValueError:
-                pass
-        if number is None:
-            raise ConfigError(f"{source}: {key} = {value!r} must be a number")
-        try:
-            number = float(number)
-        except OverflowError:  # an integer of hundreds of digits
-            number = math.inf
-        if not math.isfinite(number):  # however it is spelled: .inf, 1e999, "nan", 10**400
-            raise ConfigError(f"{source}: {key} = {value!r} must be a finite number")
-        return number
+        return check_number(value, source, key)
     if hint is str:
         if not isinstance(value, (str, int, float)) or isinstance(value, bool):
             raise ConfigError(f"{source}: {key} = {value!r} must be a string")
         return check_text(str(value), source, key)
     raise TypeError(f"unsupported config type {hint} for {key}")
+
+
+def check_number(value: Any, source: str, key: str) -> float:
+    """``value`` as a finite float, however it is spelled (YAML 1.1 reads "3e-4", without a dot, as a string;
+    .inf, 1e999, "nan" and an integer of hundreds of digits are refused), else one ConfigError line."""
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+    if number is None:
+        raise ConfigError(f"{source}: {key} = {value!r} must be a number")
+    try:
+        number = float(number)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ConfigError(f"{source}: {key} = {value!r} must be a finite number")
+    return number
 
 
 def check_text(text: str, source: str, key: str) -> str:

@@ -299,14 +299,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
         finally:  # Ray's processes wind down while the tables and plots are written
             stopping = BackgroundShutdown()
 
-        try:
-            with _runs_closed_on_error(tracker):
-                finish(spec, tracker, records, references, study_dir, state, start, uri, opts.say)
-        except KeyboardInterrupt:  # every trial is kept: the same command with --resume only writes the tables
-            print(f"\nSIGINT: stopped while writing the tables; every trial is kept. Resume with: "
-                  f"{continue_command(spec, opts)} (it trains nothing and writes the tables)", file=sys.stderr, flush=True)
-            return 128 + signal.SIGINT
-        return 0
+        return finish_or_say_how_to_resume(spec, opts, tracker, records, references, study_dir, state, start, uri)
     finally:
         if stopping is not None:
             stopping.join()  # Ray is down when the study returns (a next ray.init must not race it)
@@ -403,6 +396,20 @@ def run_trials(spec: StudySpec, opts: RunOptions, trials: list[Trial], tracker: 
     check_storage(exp_dir, storage, spec.name, continue_command(spec, opts))
     pull_trial_records(opts.storage, spec.name, exp_dir)  # trials that ran on other nodes, with --storage
     return load_records(results_root, spec.name), bool(received)
+
+
+def finish_or_say_how_to_resume(spec: StudySpec, opts: RunOptions, tracker: StudyTracker, records: list[dict],
+                                references: list[str], study_dir: Path, state: dict, start: float, uri: str) -> int:
+    """``finish``, and 0; Ctrl-C while it writes the tables keeps every trial, and the same command with
+    --resume only writes them: that command is printed and 130 returned."""
+    try:
+        with _runs_closed_on_error(tracker):
+            finish(spec, tracker, records, references, study_dir, state, start, uri, opts.say)
+    except KeyboardInterrupt:
+        print(f"\nSIGINT: stopped while writing the tables; every trial is kept. Resume with: "
+              f"{continue_command(spec, opts)} (it trains nothing and writes the tables)", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
+    return 0
 
 
 def finish(spec: StudySpec, tracker: StudyTracker, records: list[dict], references: list[str], study_dir: Path,

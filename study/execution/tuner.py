@@ -67,10 +67,9 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
         scheduler = ASHAScheduler(time_attr="training_iteration", metric=metric.name, mode=metric.mode,
                                   max_t=epochs + 1, grace_period=spec.fields.scheduler.grace_period,
                                   reduction_factor=spec.fields.scheduler.reduction_factor)
-    # metric and mode go to the searcher and the scheduler themselves (a multi-objective
-    # searcher has several; Tune refuses them in both places). A trial worker that finished a trial takes
-    # the next one (reuse_actors): a new worker costs seconds of imports a trial, and the numbers stay the
-    # same (each trial seeds itself; the numerics are the worker's environment, one per study)
+    # metric and mode go to the searcher and the scheduler (a multi-objective one has several; Tune refuses them in
+    # both places). reuse_actors: a worker that finished a trial takes the next (a new one costs seconds of imports),
+    # and the numbers stay the same (each trial seeds itself; the numerics are the worker's environment, per study)
     tune_config = tune.TuneConfig(
         search_alg=search_alg, scheduler=scheduler, num_samples=total if spec.fields.search else 1,
         max_concurrent_trials=opts.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,

@@ -120,6 +120,7 @@ class StoreMirror:
         records, finished = [], []
         for remote in self.store.keys(self.prefix):
             relative = remote[len(self.prefix) + 1:] if self.prefix else remote
+            self._local(relative)  # a key that would climb out is refused before any object is read
             parts = relative.split("/")
             if len(parts) == 3 and parts[0] == TRIALS and parts[2] in RECORDS:
                 records.append(relative)
