@@ -3,9 +3,10 @@ its reason, in tests/slow_tests.txt, so that a new slow test is a decision, not 
 
 At the end of every run (tests/conftest.py registers this as a plugin) the terminal summary names
 each test whose own time (its call phase) was longer without being listed, and each listed test that
-no longer took that long. A shared fixture's set-up is not charged to whichever test happens to
-need it first (pytest's --durations lists set-ups on their own). Nothing fails on a time: a machine's load moves every duration,
-so the summary informs and tests/test_suite_hygiene.py checks only that the list names real tests.
+no longer took that long; then the total and the files with the most test time. A shared fixture's
+set-up is not charged to whichever test happens to need it first (pytest's --durations lists set-ups
+on their own). Nothing fails on a time: a machine's load moves every duration, so the summary informs
+and tests/test_suite_hygiene.py checks only that the list names real tests.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from pathlib import Path
 
 SLOW_SECONDS = 20.0
+FILES_SHOWN = 15  # the files with the most test time, in the summary
 BUDGET_FILE = Path(__file__).resolve().parent / "slow_tests.txt"
 ENTRY = re.compile(r"^(?P<test>tests/\S+\.py::[\w\[\]\-.,]+)\s+#\s*(?P<reason>\S.*)$")
 
@@ -71,3 +73,9 @@ class SuiteBudget:
         terminalreporter.write_line(f"test time: {total:.0f} s in {len(self.seconds)} tests (their calls, summed over "
                                     f"the workers); over {SLOW_SECONDS:.0f} s: "
                                     f"{sum(s > SLOW_SECONDS for s in self.seconds.values())} tests")
+        files: dict[str, float] = {}
+        for nodeid, seconds in self.seconds.items():
+            files[nodeid.split("::", 1)[0]] = files.get(nodeid.split("::", 1)[0], 0.0) + seconds
+        heaviest = sorted(files.items(), key=lambda item: -item[1])[:FILES_SHOWN]
+        terminalreporter.write_line("test time by file: " + ", ".join(f"{name.removeprefix('tests/')} {seconds:.0f} s"
+                                                                       for name, seconds in heaviest))

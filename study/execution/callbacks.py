@@ -58,9 +58,18 @@ class VerdictCallback(tune.Callback):
         self._keep_error(trial)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-
+        # a trial that failed before it recorded who it is (its store unreachable on its first step, its node's
+        # records elsewhere) is recorded here, so that it lists as failed, not as never started
+        self._write(trial, self._identify, trial)
         self._keep_error(trial)
         self._give_up(trial, "failed", error_summary(trial))
+
+    def _identify(self, key: str, trial) -> None:
+        if not (self.store.trial_dir(key) / "trial.json").is_file():
+            info, tree = trial_config(trial.config)
+            self.store.start(key, {"key": key, "label": info["label"], "row": info["row"], "seed": info["seed"],
+                                   "config": tree, "params": sampled_params(trial.config),
+                                   "sample": trial.config.get(SAMPLE)})
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         if not (trial.last_result or {}).get("final"):

@@ -198,3 +198,23 @@ def test_a_study_run_here_first_puts_its_finished_trials_up_when_it_moves_to_a_s
     with mirrored_study(remote.uri, "s", tmp_path / "results" / "s", here.experiment, said.append):
         pass
     assert sum("put up" in line for line in said) == 1  # once up, never again
+
+
+def test_a_trial_that_failed_before_it_recorded_itself_lists_as_failed(tmp_path):
+    """Its store unreachable on its first step (a bucket deleted mid-run): the driver's verdict records who it
+    was, so the listing and the tables show a failed trial, not one never started."""
+    from types import SimpleNamespace
+
+    from study.execution.callbacks import VerdictCallback
+    from study.execution.disk_watch import StorageStopper
+    from study.store.records import trial_record
+
+    store = TrialStore(tmp_path / "ray" / "s")
+    store.experiment.mkdir(parents=True)
+    config = {"trial": {"key": KEY, "label": "GRU", "row": 0, "seed": 2, "config": {"model": {"cell": "gru"}}}}
+    trial = SimpleNamespace(config=config, error_msg="StorageError: s3://lab: the bucket does not exist",
+                            get_error=lambda: "Traceback ...\nStorageError: s3://lab: the bucket does not exist")
+    VerdictCallback(store, StorageStopper(store.experiment)).on_trial_error(0, [], trial)
+    record = trial_record(store, KEY)
+    assert record["status"] == "failed" and record["label"] == "GRU" and record["seed"] == 2
+    assert "the bucket does not exist" in record["error"]
