@@ -246,14 +246,20 @@ def set_numerics(spec: StudySpec, address: str | None) -> None:
     apply_numerics(spec.fields.numerics, "numerics", strict=False)
 
 
-def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir: Path, exp_dir: Path,
-                address: str | None, resources: dict) -> int:
+def stored_state(study_dir: Path, opts: RunOptions) -> dict | None:
+    """study.json as stored (None for a new study); a damaged one is refused, unless --fresh replaces it with
+    the rest of the study's results."""
     try:
-        state = read_state(study_dir)
+        return read_state(study_dir)
     except BadRecord:
         if not opts.fresh:
             raise
-        state = None  # --fresh replaces a damaged study.json with the rest of the study's results
+        return None
+
+
+def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir: Path, exp_dir: Path,
+                address: str | None, resources: dict) -> int:
+    state = stored_state(study_dir, opts)
     start = time.time()
     replace = refuse_or_replace(spec, opts, state, results_root, exp_dir)
 
@@ -274,6 +280,7 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
     set_numerics(spec, address)
     start_services(tracker, opts, spec.fields.numerics)
     stopping = None
+    written: list[dict] = []  # study.json as this run wrote it (running), once it has
     try:
         try:
             if address:
@@ -290,19 +297,36 @@ def _run_locked(spec: StudySpec, opts: RunOptions, results_root: Path, study_dir
                                                set(TrialStore(exp_dir).keys()))
                 state = initial_state(spec, opts, state, uri, parent, stats)
                 write_state(study_dir, state)
+                written.append(state)
                 write_command(study_dir, state["commands"])
                 total = spec.fields.search.num_samples if spec.fields.search else len(trials)
                 opts.say(f"{total} trial{'' if total == 1 else 's'} ({spec.kind}); tracking {uri} (parent run {parent})")
                 records, received = run_trials(spec, opts, trials, tracker, results_root, exp_dir, stats)
                 if received or len(records) < total or any(r["status"] == "running" for r in records):
-                    return stopped(spec, opts, tracker, received)
+                    return stopped(spec, opts, tracker, received, study_dir, written)
         finally:  # Ray's processes wind down while the tables and plots are written
             stopping = BackgroundShutdown()
 
-        return finish_or_say_how_to_resume(spec, opts, tracker, records, references, study_dir, state, start, uri)
+        return finish_or_say_how_to_resume(spec, opts, tracker, records, references, study_dir, written, start, uri)
+    except BaseException as err:
+        mark_stopped(study_dir, written, " ".join(f"{type(err).__name__}: {err}".split())[:300])
+        raise
     finally:
         if stopping is not None:
             stopping.join()  # Ray is down when the study returns (a next ray.init must not race it)
+
+
+def mark_stopped(study_dir: Path, written: list[dict], reason: str) -> None:
+    """study.json of a run that ended before the study finished (a signal, an error: a store that went away,
+    a full disk) says so, and why, instead of ``running``; only a state this run wrote, and a write that
+    fails (the disk that stopped the run) leaves the run's own error to be told."""
+    if not written or written[-1].get("status") != "running":
+        return
+    try:
+        write_state(study_dir, {**written[-1], "status": "stopped", "stopped_by": reason,
+                                "stopped": time.strftime("%Y-%m-%d %H:%M:%S")})
+    except OSError:
+        pass
 
 
 def open_tracking(spec: StudySpec, opts: RunOptions, state: dict | None,
@@ -339,11 +363,14 @@ def open_parent_run(spec: StudySpec, opts: RunOptions, tracker: StudyTracker, st
                                 parent_id=_stored_parent(opts, state, uri))
 
 
-def stopped(spec: StudySpec, opts: RunOptions, tracker: StudyTracker, received: bool) -> int:
-    """A run stopped by SIGINT or SIGTERM: open runs marked KILLED, the resume command printed, and
-    128 + the signal returned. Tune ends fit() early on SIGINT (our SIGTERM handler forwards it)."""
+def stopped(spec: StudySpec, opts: RunOptions, tracker: StudyTracker, received: bool, study_dir: Path,
+            written: list[dict]) -> int:
+    """A run stopped by SIGINT or SIGTERM: open runs marked KILLED, study.json marked stopped, the resume
+    command printed, and 128 + the signal returned. Tune ends fit() early on SIGINT (our SIGTERM handler
+    forwards it)."""
     closed = tracker.close_stale_runs()
     name = "SIGTERM" if received else "SIGINT"
+    mark_stopped(study_dir, written, name)
     print(f"\n{name}: stopped; finished trials are kept, {closed} open MLflow run(s) marked KILLED. "
           f"Resume with: {continue_command(spec, opts)}", file=sys.stderr, flush=True)
     return 128 + (signal.SIGTERM if received else signal.SIGINT)
@@ -399,13 +426,16 @@ def run_trials(spec: StudySpec, opts: RunOptions, trials: list[Trial], tracker: 
 
 
 def finish_or_say_how_to_resume(spec: StudySpec, opts: RunOptions, tracker: StudyTracker, records: list[dict],
-                                references: list[str], study_dir: Path, state: dict, start: float, uri: str) -> int:
-    """``finish``, and 0; Ctrl-C while it writes the tables keeps every trial, and the same command with
-    --resume only writes them: that command is printed and 130 returned."""
+                                references: list[str], study_dir: Path, written: list[dict], start: float,
+                                uri: str) -> int:
+    """``finish`` with the state this run wrote, and 0; Ctrl-C while it writes the tables keeps every trial, and
+    the same command with --resume only writes them: study.json is marked stopped, that command printed and
+    130 returned."""
     try:
         with _runs_closed_on_error(tracker):
-            finish(spec, tracker, records, references, study_dir, state, start, uri, opts.say)
+            finish(spec, tracker, records, references, study_dir, written[-1], start, uri, opts.say)
     except KeyboardInterrupt:
+        mark_stopped(study_dir, written, "SIGINT while the tables were written")
         print(f"\nSIGINT: stopped while writing the tables; every trial is kept. Resume with: "
               f"{continue_command(spec, opts)} (it trains nothing and writes the tables)", file=sys.stderr, flush=True)
         return 128 + signal.SIGINT

@@ -222,6 +222,8 @@ def test_interrupted_driver_stops_cleanly_and_says_how_to_resume(tmp_path, ray_e
     assert driver.returncode == 128 + sig, rest[-3000:]
     assert f"Resume with: python -m study.run {' '.join(args)} --resume\n" in rest  # the command it was given
     assert "Traceback" not in rest
+    state = json.loads((results / "stopped" / "study.json").read_text())
+    assert state["status"] == "stopped" and state["stopped_by"] == ("SIGINT" if sig == signal.SIGINT else "SIGTERM")
     _, parents, children = mlflow_runs(results, "stopped")
     assert [p.info.status for p in parents] == ["KILLED"]
     assert children and all(c.info.status == "KILLED" for c in children)
@@ -669,3 +671,34 @@ def test_ctrl_c_while_the_tables_are_written_says_how_to_resume(tmp_path, cluste
     assert (f"stopped while writing the tables; every trial is kept. Resume with: python -m study.run "
             f"{' '.join(args)} --resume (it trains nothing") in result.stderr
     assert len(finished_trials(tmp_path / "results", "export")) == 1
+    state = json.loads((tmp_path / "results" / "export" / "study.json").read_text())
+    assert state["status"] == "stopped" and state["stopped_by"] == "SIGINT while the tables were written"
+
+
+STORE_GONE = """
+import sys
+import study.execution.driver as driver
+from nmt.cli import run_main
+from study.run import main
+from study.store.object_store import StorageError
+
+def store_gone(*_args, **_kwargs):
+    raise StorageError("s3://lab: the bucket does not exist; create it or correct --storage")  # deleted mid-run
+
+driver.run_trials = store_gone
+sys.exit(run_main(main, sys.argv[1:]))
+"""
+
+
+def test_a_run_ended_by_an_error_leaves_study_json_stopped_with_the_reason(tmp_path, cluster_env):
+    path = tmp_path / "gone.yaml"
+    path.write_text(grid_study("gone", "  - {label: small, set: {}}", epochs=1))
+    result = subprocess.run([sys.executable, "-c", STORE_GONE, str(path), "--results", str(tmp_path / "results")],
+                            cwd=ROOT, env=cluster_env, capture_output=True, text=True, timeout=300)
+    skip_if_ray_node_lost(result.returncode, result.stdout + result.stderr)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: s3://lab: the bucket does not exist; create it or correct --storage"], result.stderr[-3000:]
+    state = json.loads((tmp_path / "results" / "gone" / "study.json").read_text())
+    assert state["status"] == "stopped" and "StorageError: s3://lab: the bucket does not exist" in state["stopped_by"]
+    listed = in_process("gone", "--results", str(tmp_path / "results"), module="study.list")
+    assert listed.returncode == 0 and "stopped" in listed.stdout, listed.stdout
