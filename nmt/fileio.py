@@ -40,8 +40,12 @@ def file_mode() -> int:
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> None:
     """Call ``write(tmp)`` on a temporary path in ``path``'s directory, fsync it, rename it to
-    ``path``; the file gets the mode the umask gives a new file."""
+    ``path``; the file gets the mode the umask gives a new file. A folder where the file goes is one
+    UserError line (a rename onto it would fail with a traceback, after the work)."""
     path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise UserError(f"{path} is a folder, where this tool writes a file of that name; move the folder away and "
+                        f"run the command again")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.fchmod(fd, file_mode())

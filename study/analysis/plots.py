@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from nmt.fileio import atomic_write
 from study.analysis.tables import SCORED, STILL_IMPROVING, footnotes, status_counts
 
 BLEU_RANGE = (0.0, 100.0)
@@ -264,8 +265,9 @@ def _save(plt, fig, path: Path, note_lines: int) -> list[Path]:
 def save_figure(plt, fig, path: Path) -> list[Path]:
     """The PNG and, beside it, the same figure as PDF (no creation date: the same figure gives the
     same file); closes the figure."""
-    fig.savefig(path, dpi=120)
     vector = path.with_suffix(".pdf")
-    fig.savefig(vector, metadata={"CreationDate": None})
+    # whole files or none, like every file the tool writes (nmt.fileio.atomic_write)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
+    atomic_write(vector, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
     plt.close(fig)
     return [path, vector]

@@ -175,13 +175,7 @@ def check_json(where: str, data: bytes) -> None:
     fix = ("delete that object and run the study with --resume: its trial continues from its last checkpoint or is "
            "trained again, nothing else changes")
     try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    try:
-        record = parse_json(text, where, fix) if text is not None else None
-    except UnreadableRecord:
-        record = text = None
-    if text is None:
-        raise StorageError(f"{where}: not valid JSON (damaged or cut short); nothing was copied from it; {fix}")
+        record = parse_json(data.decode("utf-8"), where, fix)
+    except (UnicodeDecodeError, UnreadableRecord):
+        raise StorageError(f"{where}: not valid JSON (damaged or cut short); nothing was copied from it; {fix}") from None
     check_record(where.rsplit("/", 1)[-1], record, where, fix)

@@ -55,13 +55,13 @@ def push_study(store: ObjectStore, study: str, study_dir: Path, exp_dir: Path) -
     mirror = StoreMirror(store, trial_store_prefix(study), exp_dir)
     for key in TrialStore(exp_dir).keys():
         mirror.push_records(key)
-    push_finished_trials(store, study, exp_dir)
 
 
 def push_finished_trials(store: ObjectStore, study: str, exp_dir: Path) -> int:
     """Every trial finished in the local store whose result the object store lacks (a study first run
     without ``--storage``, then continued with it): its records and ``finished/KEY/``, marker last; how many
-    went up. A trial the store holds as finished keeps that result (write-once marker)."""
+    went up. A trial the store holds as finished keeps that result (write-once marker). The driver calls it
+    when it takes the store; trials that finish during the run put themselves up."""
     mirror, store_of = StoreMirror(store, trial_store_prefix(study), exp_dir), TrialStore(exp_dir)
     pushed = 0
     for key in store_of.keys():

@@ -203,8 +203,8 @@ class TrialStore:
 
     def history(self, key: str) -> list[dict]:
         path = self.trial_dir(key) / "history.json"
-        record = _read(path, _history_record, self._fix(key)) or {}
-        return check_history(record.get("epochs", []), str(path), self._fix(key))
+        record = _read(path, _history_record, self._fix(key)) or {}  # checked there, once
+        return record.get("epochs", [])
 
     def verdict(self, key: str) -> dict | None:
         return _read(self.trial_dir(key) / "status.json", check_verdict, self._fix(key))
