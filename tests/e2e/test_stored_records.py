@@ -339,3 +339,15 @@ def test_fresh_replaces_a_damaged_study_state_that_a_plain_run_refuses(finished,
     fresh = study(*args, "--fresh", env=cluster_env)  # the advice works: no loop
     assert fresh.returncode == 0, fresh.stdout[-3000:] + fresh.stderr[-3000:]
     assert json.loads((results / NAME / "study.json").read_text())["status"] == "complete"
+
+
+def test_a_folder_where_a_file_goes_is_one_line_and_is_left_as_it_is(tmp_path):
+    from nmt.errors import UserError
+    from nmt.fileio import write_lines
+
+    folder = tmp_path / "table.md"
+    (folder / "mine.txt").parent.mkdir()
+    (folder / "mine.txt").write_text("keep")
+    with pytest.raises(UserError, match=r"table.md is a folder, where this tool writes a file of that name; move"):
+        write_lines(folder, ["| a |"])
+    assert (folder / "mine.txt").read_text() == "keep" and [p.name for p in tmp_path.iterdir()] == ["table.md"]
