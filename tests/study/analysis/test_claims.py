@@ -240,11 +240,11 @@ def test_a_study_file_whose_claims_name_rows_the_study_lacks_is_refused_before_s
     from study_helpers import in_process
 
     name = "context_gates_m30k"
-    reference = Path(__file__).resolve().parents[2] / "results" / "reference" / name
+    reference = Path(__file__).resolve().parents[3] / "results" / "reference" / name
     shutil.copytree(reference, tmp_path / "results" / name)
     before = (tmp_path / "results" / name / "study.json").read_bytes()
     relabelled = tmp_path / f"{name}.yaml"  # the row relabelled, and the claims with it: a valid file on its own
-    source = Path(__file__).resolve().parents[2] / "search_spaces" / "multi30k" / f"{name}.yaml"
+    source = Path(__file__).resolve().parents[3] / "search_spaces" / "multi30k" / f"{name}.yaml"
     relabelled.write_text(source.read_text(encoding="utf-8").replace("GRU + CG (source)", "GRU + source gate"))
     refused = in_process(str(relabelled), "--results", str(tmp_path / "results"), module="study.table")
     assert refused.returncode == 2, refused.stderr

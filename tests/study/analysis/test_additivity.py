@@ -20,7 +20,7 @@ from study.analysis.stored_study import load_stored_study
 from study.analysis.tables import build_table
 from study.table import main as table_main
 
-REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
+REFERENCE = Path(__file__).resolve().parents[3] / "results" / "reference"
 SINGLES = {"- LN & MA": ["- LayerNorm", "- Multi Attention"], "- LN & highway": ["- LayerNorm", "- Highway"],
            "- MA & highway": ["- Multi Attention", "- Highway"],
            "- LN, MA & highway": ["- LayerNorm", "- Multi Attention", "- Highway"]}

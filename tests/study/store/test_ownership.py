@@ -13,7 +13,7 @@ from nmt.cli import run_main
 from nmt.errors import UserError
 from study.store.ownership import StudyLock, owned_path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 STUDY = """name: held
 description: a study of the lock tests

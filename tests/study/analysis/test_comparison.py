@@ -16,7 +16,7 @@ from study.analysis.speed_columns import TRIAL_TIMINGS_NOTE
 from study.analysis.stored_study import load_stored_study
 from study.compare import main
 
-REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
+REFERENCE = Path(__file__).resolve().parents[3] / "results" / "reference"
 ABLATION, DEPTH = "ablation_srnmt", "depth_srnmt"
 SIGNIFICANCE = ["delta", "delta_seeds_ci_low", "delta_seeds_ci_high", "delta_ci_low", "delta_ci_high", "p_value"]
 

@@ -12,7 +12,7 @@ import pytest
 
 from study.table import main as table_main
 
-RESULTS = Path(__file__).resolve().parents[2] / "results" / "reference"
+RESULTS = Path(__file__).resolve().parents[3] / "results" / "reference"
 STUDIES = sorted(p.parent.name for p in RESULTS.glob("*/study.json"))
 REBUILT = ("table.md", "table.csv", "table.tex", "table_compact.tex", "trials.csv", "command.txt")
 ADDITIVITY = ("additivity.md", "additivity.csv", "additivity.tex")

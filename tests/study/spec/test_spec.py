@@ -286,7 +286,7 @@ def test_the_readme_example_study_file_loads(tmp_path):
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("### Writing a study file"):]
     example = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     path = tmp_path / "my_study.yaml"

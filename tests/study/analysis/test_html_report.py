@@ -17,7 +17,7 @@ from study.analysis.html_report import write_html_report
 from study.analysis.stored_study import load_stored_study
 from study.report import main
 
-REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
+REFERENCE = Path(__file__).resolve().parents[3] / "results" / "reference"
 NAME = "ablation_srnmt"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ENVIRONMENT = {"git_commit": "0123456789abcdef0123456789abcdef01234567", "version.python": "3.12.1",
