@@ -10,7 +10,6 @@ import os
 import sys
 
 from nmt.cli import program_name, run_main
-from nmt.errors import UserError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,12 +33,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     args = parser.parse_args(argv)
-    threads = args.cpus if args.sequential_threads is None else args.sequential_threads
-    for flag, value in (("--trials", args.trials), ("--epochs", args.epochs), ("--hidden", args.hidden),
-                        ("--size", args.size), ("--cpus", args.cpus), ("--sequential-threads", threads),
-                        ("--repeats", args.repeats)):
-        if value < 1:
-            raise UserError(f"{flag} {value}: must be >= 1")
     if args.fixed_cost:
         from study.api import fixed_cost  # as below
 
@@ -49,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from study.api import concurrency_bench
 
     report = concurrency_bench(trials=args.trials, epochs=args.epochs, cell=args.cell, hidden=args.hidden,
-                               size=args.size, cpus=args.cpus, sequential_threads=threads)
+                               size=args.size, cpus=args.cpus, sequential_threads=args.sequential_threads)
     if args.json:
         print(json.dumps(report))
     else:

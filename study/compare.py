@@ -39,13 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     args = parser.parse_args(argv)
     # after parsing: --help and a bad argument answer before pandas and matplotlib load
-    from study.api import compare_studies, fetch_studies
-
-    if args.storage is not None:
-        fetch_studies(args.storage, args.sources, args.results)
+    from study.api import compare_studies
 
     comparison, outputs = compare_studies(args.sources, args.results, out=args.out, reference=args.reference,
-                                          title=args.title)
+                                          title=args.title, storage=args.storage)
     print(comparison.markdown())
     print("wrote " + ", ".join(str(p) for p in outputs))
     return 0

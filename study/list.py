@@ -27,12 +27,9 @@ def main(argv: list[str] | None = None) -> int:
                              "studies (or NAME) are copied into the first --results directory first")
     args = parser.parse_args(argv)
     # after parsing: --help answers before the study files load
-    from study.api import fetch_studies, list_studies, show_trials
+    from study.api import study_listing
 
-    places = args.results or None
-    if args.storage is not None:
-        fetch_studies(args.storage, [args.study] if args.study else None, (args.results or [Path("results")])[0])
-    print("\n".join(show_trials(places, args.study) if args.study else list_studies(places)))
+    print("\n".join(study_listing(args.study, args.results, storage=args.storage)))
     return 0
 
 

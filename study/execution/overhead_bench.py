@@ -72,8 +72,16 @@ budget: {epochs: 1, steps: 1}
 
 
 
+def check_counts(**counts: int) -> None:
+    """Each count (``sequential_threads=2``) at least 1, or one line naming its flag (``--sequential-threads``)."""
+    for name, value in counts.items():
+        if value < 1:
+            raise UserError(f"--{name.replace('_', '-')} {value}: must be >= 1")
+
+
 def fixed_cost(repeats: int, as_json: bool) -> int:
     """``--fixed-cost``: the one-step study ``repeats`` times, each in a new results directory."""
+    check_counts(repeats=repeats)
     runs = []
     work = Path(tempfile.mkdtemp(prefix="rnmt-bench-"))
     try:
@@ -149,12 +157,13 @@ def _run_sequentially(configs: list[dict], out: Path, threads: int) -> float:
 
 
 def concurrency_bench(trials: int, epochs: int, cell: str, hidden: int, size: int, cpus: int,
-                      sequential_threads: int, say: Callable[[str], None] = lambda line: print(line, file=sys.stderr,
-                                                                                            flush=True)) -> dict:
+                      sequential_threads: int | None = None,
+                      say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True)) -> dict:
     """Wall time of ``trials`` identical small trials run as a study (``python -m study.run``, one
-    trial per CPU) against the same trials one after another in one process; returns the
-    timings and their ratio."""
-    threads = sequential_threads
+    trial per CPU) against the same trials one after another in one process (``sequential_threads``
+    torch threads, default ``cpus``); returns the timings and their ratio."""
+    threads = cpus if sequential_threads is None else sequential_threads
+    check_counts(trials=trials, epochs=epochs, hidden=hidden, size=size, cpus=cpus, sequential_threads=threads)
     work = Path(tempfile.mkdtemp(prefix="rnmt-bench-"))
     try:
         study_file = work / "bench_concurrency.yaml"

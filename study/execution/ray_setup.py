@@ -17,26 +17,27 @@ from nmt.numerics import numerics_env
 from study.execution.tracking import StudyTracker, sqlite_file
 from study.spec.model import StudySpec
 from study.spec.options import RunOptions
+from study.store.object_store import worker_env
 
 
 def check_address(opts: RunOptions) -> str | None:
     """The cluster address (--address, else RAY_ADDRESS; None for a local instance), after
     checking that something listens there: an unreachable one fails in seconds with one line
     (ray.init would wait long)."""
-    address = opts.address or os.environ.get("RAY_ADDRESS") or None
+    address = opts.how.address or os.environ.get("RAY_ADDRESS") or None
     if not address or address in ("auto", "local"):
         return address if address == "auto" else None
-    flag = "--address" if opts.address else "RAY_ADDRESS="
+    flag = "--address" if opts.how.address else "RAY_ADDRESS="
     host_port = address.split("://", 1)[-1].rstrip("/")
     host, _, port = host_port.rpartition(":")
     if not host or not port.isdigit():
-        raise UserError(f"{flag}{' ' if opts.address else ''}{address!r}: expected HOST:PORT (e.g. 10.0.0.5:6379), "
+        raise UserError(f"{flag}{' ' if opts.how.address else ''}{address!r}: expected HOST:PORT (e.g. 10.0.0.5:6379), "
                         f"ray://HOST:PORT or auto")
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as err:
-        unset = "" if opts.address else " (or unset RAY_ADDRESS for a local instance)"
-        raise UserError(f"{flag}{' ' if opts.address else ''}{address}: cannot reach a Ray cluster there "
+        unset = "" if opts.how.address else " (or unset RAY_ADDRESS for a local instance)"
+        raise UserError(f"{flag}{' ' if opts.how.address else ''}{address}: cannot reach a Ray cluster there "
                         f"({err.strerror or err}); start one with `ray start --head --port {port}` or check the "
                         f"address (and firewall){unset}") from None
     return address
@@ -44,22 +45,22 @@ def check_address(opts: RunOptions) -> str | None:
 
 def trial_resources(spec: StudySpec, opts: RunOptions) -> dict:
     """What one trial asks Ray for: CPUs (also its torch threads) and a GPU share."""
-    gpu = opts.gpus_per_trial if opts.gpus_per_trial is not None else spec.fields.resources.gpu
+    gpu = opts.how.gpus_per_trial if opts.how.gpus_per_trial is not None else spec.fields.resources.gpu
     return {"cpu": spec.fields.resources.cpu, "gpu": gpu}
 
 
 def local_cpus(opts: RunOptions) -> int:
     """The CPUs of the local Ray instance: --cpus, else this machine's."""
-    return opts.num_cpus or os.cpu_count() or 1
+    return opts.how.cpus or os.cpu_count() or 1
 
 
 def trials_at_once(resources: dict, opts: RunOptions) -> int:
     """How many trials run side by side: --max-concurrent, else as many as the local CPUs hold."""
-    return opts.max_concurrent or max(1, int(local_cpus(opts) // resources["cpu"]))
+    return opts.how.max_concurrent or max(1, int(local_cpus(opts) // resources["cpu"]))
 
 
 def _gpu_source(opts: RunOptions) -> str:
-    return f"--gpus-per-trial {opts.gpus_per_trial}" if opts.gpus_per_trial is not None else "resources.gpu"
+    return f"--gpus-per-trial {opts.how.gpus_per_trial}" if opts.how.gpus_per_trial is not None else "resources.gpu"
 
 
 def check_local_fit(resources: dict, opts: RunOptions) -> None:
@@ -133,15 +134,11 @@ def _local_store(uri: str) -> bool:
     return database is not None and database.parent.is_dir() and os.access(database.parent, os.W_OK)
 
 
-STORAGE_PLACE = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION")
-
-
 def storage_env(opts: RunOptions) -> dict:
-    """Where the driver's ``--storage`` store is (endpoint and region), for the trial workers: never who may use
-    it, each node takes its credentials from its own chain (environment, instance or pod role)."""
-    if not (opts.storage or "").startswith("s3://"):
-        return {}
-    return {name: os.environ[name] for name in STORAGE_PLACE if os.environ.get(name)}
+    """Where the driver's ``--storage`` store is (an S3 endpoint and region: its backend names them), for the trial
+    workers: never who may use it, each node takes its credentials from its own chain (environment, instance or pod
+    role)."""
+    return worker_env(opts.where.storage)
 
 
 def kernels_env() -> dict:
@@ -156,15 +153,15 @@ def start_ray(opts: RunOptions, numerics: str = "portable") -> None:
     import ray
 
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    if not opts.verbose:  # the error of a trial stopped mid-failure (see the trial store), not news
+    if not opts.report.verbose:  # the error of a trial stopped mid-failure (see the trial store), not news
         os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     # the trial workers keep freed memory (nmt.memory)
-    kwargs = {"include_dashboard": False, "log_to_driver": opts.verbose, "logging_level": "ERROR",
+    kwargs = {"include_dashboard": False, "log_to_driver": opts.report.verbose, "logging_level": "ERROR",
               "configure_logging": True,
               "runtime_env": {"env_vars": {**malloc_env(), **numerics_env(numerics), **storage_env(opts),
                                            **kernels_env()}}}
-    address = opts.address or os.environ.get("RAY_ADDRESS") or None
+    address = opts.how.address or os.environ.get("RAY_ADDRESS") or None
     try:
         if address:
             ray.init(address=address, **kwargs)
@@ -177,7 +174,7 @@ def start_ray(opts: RunOptions, numerics: str = "portable") -> None:
         fix = ("start it with `ray start --head` (and check the address and token)" if address
                else "check that /tmp is writable and no stale Ray processes hold it")
         raise UserError(f"cannot start {where} ({' '.join(str(err).split())[:200]}); {fix}") from None
-    if not opts.verbose:  # a failed trial is one progress line; its traceback goes to the trial store
+    if not opts.report.verbose:  # a failed trial is one progress line; its traceback goes to the trial store
         logging.getLogger("ray.tune.execution.tune_controller").setLevel(logging.CRITICAL)
 
 

@@ -21,7 +21,7 @@ def mean_target_length(stats: dict) -> int:
 
 def row_work(trials: list[Trial], stats: dict) -> dict[str, float]:
     """{row label: forward products per target token}, for the corpus ``stats`` of
-    ``study.execution.driver.prepare_data``. A row whose model cannot be built is left out: its trials fail
+    ``study.execution.study_data.prepare_data``. A row whose model cannot be built is left out: its trials fail
     with their own error, and the ETA prices it as it did before."""
     # torch loads only where a model is built or timed, not when the driver starts
     import torch

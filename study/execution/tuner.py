@@ -9,17 +9,15 @@ import warnings
 from pathlib import Path
 
 from study.execution.disk_watch import StorageStopper
-from study.execution.ray_setup import trial_resources, trials_at_once
+from study.execution.ray_setup import trials_at_once
 from study.execution.remote_study import pull_trial_results, search_pusher
-from study.execution.tracking import StudyTracker
+from study.execution.study_run import StudyRun
 from study.execution.trainable import SAMPLE, TRIAL, train_trial
-from study.spec.model import StudySpec, Trial
-from study.spec.options import RunOptions
+from study.spec.model import StudySpec
 from study.store.trial_store import TrialStore
 
 
-def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker: StudyTracker, results_root: Path,
-           exp_dir: Path, storage: StorageStopper, ray_storage: Path, row_work: dict[str, float] | None = None):
+def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_work: dict[str, float] | None = None):
     """A new Tuner on every run, also a resumed one: finished trials only report their stored
     result again, unfinished ones continue from their own checkpoints (study.store.trial_store). Ray's
     own experiment files (pickles) go to ``ray_storage``, a private temporary directory of the
@@ -33,32 +31,34 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     # they load Ray: imported when the trials start
     from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
 
-    resources = trial_resources(spec, opts)
+    spec, options, trials, results_root, exp_dir = run.spec, run.options, run.trials, run.results_root, run.exp_dir
+    resources = run.resources
     trainable = tune.with_resources(train_trial, resources)
     metric = spec.metrics[0]
     search_alg, scheduler = None, None
     if spec.fields.search is not None:
-        total = _samples_left(spec, results_root, exp_dir) if opts.resume else spec.fields.search.num_samples
-        search_alg = _optuna(spec, results_root, keep=opts.resume)
+        total = _samples_left(spec, results_root, exp_dir) if options.continues else spec.fields.search.num_samples
+        search_alg = _optuna(spec, results_root, keep=options.continues)
         param_space = {TRIAL: trials[0].to_dict()}
     else:
         total = len(trials)
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
-    concurrency = trials_at_once(resources, opts)
+    concurrency = trials_at_once(resources, options)
     store = TrialStore(exp_dir)
     # a search draws new samples for what is left, so only a grid has trials that finished before
     finished_before = {} if spec.fields.search is not None else {
         trial.key: {**metrics, "label": trial.label} for trial in trials
         if (metrics := store.finished_metrics(trial.key)) is not None}
-    pull = functools.partial(pull_trial_results, opts.storage, spec.name, exp_dir) if opts.storage else None
-    callbacks = [VerdictCallback(store, storage), MlflowCallback(tracker, store, storage, pull),
+    mirror = options.where.storage
+    pull = functools.partial(pull_trial_results, mirror, spec.name, exp_dir) if mirror else None
+    callbacks = [VerdictCallback(store, storage), MlflowCallback(run.tracker, store, storage, pull),
                  ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before,
                                   planned=None if spec.fields.search is not None else
                                   {trial.key: trial.label for trial in trials}, row_work=row_work,
-                                  say=opts.say)]
+                                  say=run.say)]
     if spec.fields.search is not None:
-        callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, tracker))
-        callbacks += _search_mirror(spec, opts, results_root)
+        callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, run.tracker))
+        callbacks += _search_mirror(run)
     if spec.fields.scheduler.type == "asha":
         # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
         from ray.tune.schedulers import ASHAScheduler
@@ -72,7 +72,7 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     # and the numbers stay the same (each trial seeds itself; the numerics are the worker's environment, per study)
     tune_config = tune.TuneConfig(
         search_alg=search_alg, scheduler=scheduler, num_samples=total if spec.fields.search else 1,
-        max_concurrent_trials=opts.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,
+        max_concurrent_trials=options.how.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,
         reuse_actors=True)
     run_config = tune.RunConfig(
         name=spec.name, storage_path=str(ray_storage), verbose=0, callbacks=callbacks, stop=storage,
@@ -80,12 +80,12 @@ def build_tuner(spec: StudySpec, trials: list[Trial], opts: RunOptions, tracker:
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config), total
 
 
-def _search_mirror(spec: StudySpec, opts: RunOptions, results_root: Path) -> list:
+def _search_mirror(run: StudyRun) -> list:
     """With --storage, a callback that puts the search's Optuna study up after every trial that ends."""
     # it loads Ray: imported when the trials start
     from study.execution.callbacks import TrialEndCallback
 
-    push = search_pusher(opts.storage, spec.name, optuna_database(results_root), opts.say)
+    push = search_pusher(run.options.where.storage, run.spec.name, optuna_database(run.results_root), run.say)
     return [] if push is None else [TrialEndCallback(push)]
 
 

@@ -46,16 +46,17 @@ def split_override(key: str) -> str:
 
 
 def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run: bool = False,
-               max_trials: int = MAX_TRIALS, corpus: dict | None = None) -> StudySpec:
-    """The study file with its --set overrides; ``corpus``: data keys that replace the study's
+               max_trials: int = MAX_TRIALS, corpus: dict | None = None, seeds: int | None = None) -> StudySpec:
+    """The study file with its --set overrides and --seeds; ``corpus``: data keys that replace the study's
     corpus (--data-dir), set before validation so the corpus that will be used is the one checked."""
     path = study_path(name_or_path)
     tree = read_yaml(path)
     source = str(path)
     if overrides:
-
         pairs = [parse_override(item) for item in overrides]
         tree = apply_overrides(tree, [(split_override(k), v) for k, v in pairs], source="--set")
+    if seeds is not None:  # after --set, as the later option wins
+        tree = apply_overrides(tree, [("seeds", seeds)], source="--seeds")
     if corpus:
         tree = apply_overrides(tree, [(f"data.{key}", value) for key, value in corpus.items()], source="--data-dir")
     spec = spec_from_dict(tree, source, expected_name=path.stem, max_trials=max_trials)

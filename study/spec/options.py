@@ -1,10 +1,27 @@
-"""What one run of a study is asked to do: the command line's options, as ``study.execution.driver`` takes them."""
+"""One run of a study as asked for, declared once. Every option of ``python -m study.run`` is one field
+below, in the group of its concern (what to run, where results and records live, how it runs, how it
+reports), with its flag, type, range and help. Derived from these declarations, not written again:
+study.run's parser and ``--help`` (``add_arguments``, ``from_arguments``), the keyword arguments of
+``study.api.run_study`` and ``dry_run`` (``from_keywords``, ``keyword_names``), the command line that
+``command.txt`` records (``command_line``) and what the driver reads (the ``RunOptions`` object itself,
+typed from the command line to the driver).
+
+Adding an option is one field here (and the code that acts on it)."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from nmt.errors import UserError
+
+SMOKE_RESULTS = Path("results") / "smoke"
 
 
 def print_line(line: str) -> None:
@@ -12,25 +29,254 @@ def print_line(line: str) -> None:
     print(line, flush=True)
 
 
-@dataclass
+def option(default: Any, help: str, kind: type = str, *, flag: str | None = None, metavar: str | None = None,
+           minimum: float | None = None, repeated: bool = False):
+    """A field that is an option of study.run: ``flag`` (default: ``--`` and the field's name with dashes),
+    ``kind`` (its type on the command line and in Python: bool, int, float, str or Path), ``minimum`` (the
+    range checked for every caller), ``repeated`` (a tuple of values, the flag given once per value)."""
+    meta = {"help": help, "kind": kind, "flag": flag, "metavar": metavar, "minimum": minimum, "repeated": repeated}
+    return field(default=default, metadata=meta)
+
+
+def not_an_option(default: Any, **kwargs):
+    """A field the command line sets by itself (the typed command) or that only Python callers give (``say``)."""
+    return field(default=default, metadata={}, **kwargs)
+
+
+@dataclass(frozen=True)
+class StudyChoice:
+    """What to run: the study, its changes, its data."""
+
+    study: str = option("", "a built-in study (python -m study.list) or a path to a study .yaml file", flag="name")
+    smoke: bool = option(False, "tiny data, model and budget, one seed: any study finishes in about 2 minutes", bool)
+    overrides: tuple[str, ...] = option((), "override a study key (seeds=3, budget.epochs=4) or a trial config key "
+                                            "(model.hidden=128, train.lr=1e-3, data.size=10000); repeatable",
+                                        flag="--set", metavar="KEY=VALUE", repeated=True)
+    seeds: int | None = option(None, "seeds per configuration (same as --set seeds=N)", int, metavar="N")
+    data_dir: Path | None = option(None, "use the parallel corpus in DIR (train.L, val.L, test*.L, optionally .gz) "
+                                         "instead of the study's data", Path, metavar="DIR")
+    langs: str | None = option(None, "with --data-dir: the language pair SRC-TGT, e.g. en-de", metavar="SRC-TGT")
+    reuse_from: tuple[str, ...] = option((), "before training, copy the finished trials of STUDY (run in the same "
+                                             "--results directory) that are trials of this study - the same config, "
+                                             "seed and data - so they are not trained twice; repeatable",
+                                         metavar="STUDY", repeated=True)
+    max_trials: int | None = option(None, "refuse a study of more than N trials (default: 2000, against typos such as "
+                                          "seeds: 100000000)", int, metavar="N", minimum=1)
+
+
+@dataclass(frozen=True)
+class ResultsPlace:
+    """Where results and records live."""
+
+    results: Path | None = option(None, "results directory (default: ./results, and ./results/smoke for --smoke runs, "
+                                        "so a check never mixes with a full run's results)", Path, metavar="DIR")
+    storage: str | None = option(None, "also keep the trial store (records, checkpoints, finished trials) and the "
+                                       "exports in an object store, s3://BUCKET/PREFIX (AWS_ENDPOINT_URL for an "
+                                       "S3-compatible one), for a cluster without a shared file system: a trial retried "
+                                       "on another node continues from its last uploaded epoch, and --resume with the "
+                                       "same URI continues the study from any machine, even from an empty --results "
+                                       "directory", metavar="URI")
+    tracking_uri: str | None = option(None, "MLflow tracking URI (default: sqlite:///<results>/mlflow.db)", metavar="URI")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How it runs: new, continued or started over, and on which resources."""
+
+    resume: bool = option(False, "continue an interrupted study; finished trials are not run again", bool)
+    extend: bool = option(False, "continue a finished or interrupted study that gained rows, seeds (e.g. --seeds 5), "
+                                 "search samples or epochs (--set budget.epochs=60): its finished trials are kept, those "
+                                 "the old epoch budget stopped continue from their final checkpoints, the new ones "
+                                 "train", bool)
+    fresh: bool = option(False, "delete the study's previous results and start over", bool)
+    cpus: int | None = option(None, "CPUs of the local Ray instance (default: all)", int, metavar="N", minimum=1)
+    max_concurrent: int | None = option(None, "at most this many trials at once", int, metavar="N", minimum=1)
+    gpus_per_trial: float | None = option(None, "GPU share per trial, e.g. 0.25 (default: the study's)", float,
+                                          metavar="SHARE", minimum=0)
+    address: str | None = option(None, "join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
+                                        "starting a local one", metavar="HOST:PORT")
+
+
+@dataclass(frozen=True)
+class Reporting:
+    """How it reports."""
+
+    verbose: bool = option(False, "show the trials' own output", bool)
+    command: str | None = not_an_option(None)  # the command line command.txt records (default: the equivalent one)
+    say: Callable[[str], None] = not_an_option(print_line, compare=False, repr=False)  # progress lines and the table
+
+
+GROUPS = {"what": StudyChoice, "where": ResultsPlace, "how": Execution, "report": Reporting}
+
+
+@dataclass(frozen=True)
 class RunOptions:
-    results: Path = Path("results")
-    resume: bool = False
-    extend: bool = False  # with resume: the study may have gained rows, seeds or samples
-    fresh: bool = False
-    address: str | None = None
-    num_cpus: int | None = None
-    max_concurrent: int | None = None
-    gpus_per_trial: float | None = None
-    tracking_uri: str | None = None
-    storage: str | None = None  # s3://bucket/prefix: the trial store and exports are mirrored there (study.store.store_mirror)
-    data_dir: Path | None = None
-    langs: str | None = None
-    verbose: bool = False
-    command: str = ""
-    reuse_from: tuple[str, ...] = ()  # studies whose finished trials this study shares (study.store.reuse)
-    say: Callable[[str], None] = field(default=print_line, compare=False, repr=False)  # progress lines
+    """One run of a study as asked for: ``what`` to run, ``where`` its results and records live, ``how`` it
+    runs, how it ``report``s."""
+
+    what: StudyChoice = field(default_factory=StudyChoice)
+    where: ResultsPlace = field(default_factory=ResultsPlace)
+    how: Execution = field(default_factory=Execution)
+    report: Reporting = field(default_factory=Reporting)
+
+    @property
+    def say(self) -> Callable[[str], None]:
+        return self.report.say
+
+    @property
+    def continues(self) -> bool:
+        """--resume or --extend: the study's stored trials are kept and continued."""
+        return self.how.resume or self.how.extend
+
+    def results_dir(self) -> Path:
+        """--results; by default results/, and results/smoke/ for a --smoke check."""
+        if self.where.results is not None:
+            return self.where.results
+        return SMOKE_RESULTS if self.what.smoke else Path("results")
 
     def results_flag(self) -> str:
         """" --results DIR" when it is not the default, for the commands the driver suggests."""
-        return f" --results {self.results}" if self.results != Path("results") else ""
+        return f" --results {self.results_dir()}" if self.results_dir() != Path("results") else ""
+
+    def check(self) -> None:
+        """Every option's range and the combinations no run accepts, before anything loads."""
+        for group, name, meta in declared():
+            value = getattr(getattr(self, group), name)
+            if meta["minimum"] is not None and value is not None and value < meta["minimum"]:
+                raise UserError(f"{flag_of(name, meta)} {value}: must be >= {meta['minimum']:g}")
+        if self.how.fresh and self.continues:
+            flag = "--resume" if self.how.resume else "--extend"
+            raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")
+        if self.how.fresh and self.where.storage:
+            raise UserError(f"--fresh with --storage {self.where.storage}: the tool deletes nothing in an object "
+                            "store; remove the study's objects there yourself, or choose another prefix")
+        if self.what.langs and not self.what.data_dir:
+            raise UserError("--langs needs --data-dir (the directory of the corpus)")
+
+    def command_line(self) -> str:
+        """The ``python -m study.run`` command that asks for this run, as command.txt records it (provenance
+        text for a shell; nothing parses it): the command typed, or the one these options stand for."""
+        if self.report.command is not None:
+            return self.report.command
+        study = self.what.study
+        words = [] if study.startswith("-") else [study]
+        for group, name, meta in declared():
+            value = getattr(getattr(self, group), name)
+            if name == "study" or value is None or value is False:
+                continue
+            if meta["kind"] is bool:
+                words.append(flag_of(name, meta))
+            for item in (value if meta["repeated"] else [] if meta["kind"] is bool else [value]):
+                words += _flag_and_value(flag_of(name, meta), str(item))
+        words += ["--", study] if study.startswith("-") else []
+        return "python -m study.run " + " ".join(shlex.quote(word) for word in words)
+
+    def with_changes(self, group: str, **changes) -> RunOptions:
+        """These options with fields of one group changed (the driver's resolved values)."""
+        return dataclasses.replace(self, **{group: dataclasses.replace(getattr(self, group), **changes)})
+
+
+def declared():
+    """(group, field name, its declaration) of every option, in the order of the groups and their fields."""
+    for group, cls in GROUPS.items():
+        for item in dataclasses.fields(cls):
+            if item.metadata:
+                yield group, item.name, item.metadata
+
+
+def flag_of(name: str, meta) -> str:
+    return meta["flag"] or "--" + name.replace("_", "-")
+
+
+def _flag_and_value(flag: str, value: str) -> list[str]:
+    # "--results=-x" keeps a value that starts with "-" from reading as an option
+    return [f"{flag}={value}"] if value.startswith("-") else [flag, value]
+
+
+# ---------------------------------------------------------------------------
+# the command line: study.run's parser, derived
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every declared option as an argument of study.run, one argument group per concern."""
+    for cls in GROUPS.values():
+        section = parser.add_argument_group(cls.__doc__.split(":")[0].rstrip("."))
+        for item in dataclasses.fields(cls):
+            meta = item.metadata
+            if not meta:
+                continue
+            if meta["flag"] == "name":  # the study, the one positional argument
+                section.add_argument("name", help=meta["help"])
+                continue
+            extra = {"metavar": meta["metavar"]} if meta["metavar"] else {}
+            if meta["kind"] is bool:
+                section.add_argument(flag_of(item.name, meta), dest=item.name, action="store_true", help=meta["help"])
+            elif meta["repeated"]:
+                section.add_argument(flag_of(item.name, meta), dest=item.name, action="append", default=[],
+                                     help=meta["help"], **extra)
+            else:
+                section.add_argument(flag_of(item.name, meta), dest=item.name, type=meta["kind"], help=meta["help"],
+                                     **extra)
+
+
+def from_arguments(args: argparse.Namespace, command: str) -> RunOptions:
+    """The options study.run parsed (``add_arguments``), with the command line as typed."""
+    values = {group: {} for group in GROUPS}
+    for group, name, meta in declared():
+        value = getattr(args, "name" if meta["flag"] == "name" else name)
+        values[group][name] = tuple(value) if meta["repeated"] else value
+    values["report"]["command"] = command
+    return RunOptions(**{group: cls(**values[group]) for group, cls in GROUPS.items()})
+
+
+# ---------------------------------------------------------------------------
+# Python: the keyword arguments of study.api.run_study, derived
+
+
+def keyword_names() -> list[str]:
+    """run_study's keyword arguments: every option but the study (its first argument) and the typed command,
+    plus ``say``."""
+    return [name for _, name, meta in declared() if meta["flag"] != "name"] + ["say"]
+
+
+def from_keywords(study: Any, keywords: dict[str, Any]) -> RunOptions:
+    """run_study's arguments as options, each checked for its type (a UserError here, not a confusing failure
+    later in the middle of a notebook); ``overrides`` arrive as ``--set`` strings."""
+    unknown = sorted(set(keywords) - set(keyword_names()))
+    if unknown:
+        raise UserError(f"unknown argument {unknown[0]!r}; run_study takes {', '.join(keyword_names())}")
+    values = {group: {} for group in GROUPS}
+    values["what"]["study"] = path_text("name_or_path", study)
+    for group, name, meta in declared():
+        value = keywords.get(name)
+        if meta["flag"] == "name" or value is None or (meta["kind"] is bool and value is False):
+            continue
+        if meta["repeated"]:
+            values[group][name] = (value,) if isinstance(value, str) else tuple(value)
+        else:
+            values[group][name] = typed_value(name, value, meta["kind"])
+    if "say" in keywords:
+        values["report"]["say"] = keywords["say"]
+    return RunOptions(**{group: cls(**values[group]) for group, cls in GROUPS.items()})
+
+
+def typed_value(keyword: str, value: Any, kind: type) -> Any:
+    """``value`` as the option's type; a wrong type is one line naming the argument."""
+    if kind is Path:
+        return Path(path_text(keyword, value))
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise UserError(f"{keyword}={value!r}: expected True or False")
+    accepted = (int, float) if kind is float else kind
+    if isinstance(value, accepted) and not isinstance(value, bool) and (kind is not str or value):
+        return kind(value)
+    wanted = {int: "a whole number", float: "a number", str: "a non-empty string"}[kind]
+    raise UserError(f"{keyword}={value!r}: expected {wanted}")
+
+
+def path_text(keyword: str, value: Any) -> str:
+    """A path argument (str or os.PathLike) as its text, unchanged ("./x.yaml" stays)."""
+    if isinstance(value, str | os.PathLike) and os.fspath(value):
+        return str(os.fspath(value))
+    raise UserError(f"{keyword}={value!r}: expected a path (str or pathlib.Path)")

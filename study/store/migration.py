@@ -23,7 +23,7 @@ from study.spec.portable import portable_config
 from study.store.longer_budget import OUTCOMES, budget_raised, continue_under_new_budget, without_budget
 from study.store.trial_store import TrialStore
 
-# set per machine by the runner after the key was computed (study.execution.driver.finalize_trials)
+# set per machine by the runner after the key was computed (study.execution.driver.with_run_resources)
 MACHINE_KEYS = ("threads", "device")
 
 

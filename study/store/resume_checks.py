@@ -21,7 +21,7 @@ def check_resumable(spec: StudySpec, opts: RunOptions, state: dict | None, resul
     """--resume and --extend need a stored run of the study: its trial store, the source of truth.
     A study whose folder (study.json, the tables) was lost continues from its trial store alone."""
     if not exp_dir.is_dir():
-        flag = "--extend" if opts.extend else "--resume"
+        flag = "--extend" if opts.how.extend else "--resume"
         raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
     if state is None:
         opts.say(f"note: {results_root / spec.name / 'study.json'} is missing; the study continues from its trial "
@@ -37,7 +37,7 @@ def check_resumable_changes(spec: StudySpec, opts: RunOptions, state: dict | Non
     # directory (a clone elsewhere with the corpus at another path continues the study)
     before = state.get("portable_request") or portable_tree(state.get("request", {}))
     changes = tree_changes(trained_part(before), trained_part(portable_tree(spec.tree)))
-    if opts.extend:
+    if opts.how.extend:
         check_extension_changes(spec, state, changes)
     elif changes:
         raise UserError(f"study {spec.name}: the study changed since it started ({'; '.join(changes[:3])}); "

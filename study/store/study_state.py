@@ -1,12 +1,13 @@
-"""A study's folder read back: its state (``study.json``), command history and test
-references, and which stored trial records are the study's own trials. Nothing here imports
-Ray."""
+"""A study's folder: its state (``study.json``, written by ``write_state`` alone), command history and
+test references read back, and which stored trial records are the study's own trials. Nothing here
+imports Ray."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from nmt.errors import ConfigError, UserError
+from nmt.fileio import write_json
 from study.spec.expansion import expand
 from study.spec.model import StudySpec
 from study.store.migration import comparable
@@ -65,6 +66,11 @@ def is_smoke_run(state: dict | None) -> bool:
     """Whether stored results come from a --smoke run (a check, which the next run replaces)."""
     return bool(state and (state.get("request") or {}).get("smoke"))
 
+
+
+def write_state(study_dir: Path, state: dict) -> None:
+    study_dir.mkdir(parents=True, exist_ok=True)
+    write_json(study_dir / STATE_FILE, state)
 
 
 def read_state(study_dir: Path) -> dict | None:

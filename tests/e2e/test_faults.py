@@ -1,6 +1,10 @@
 """The fault matrix: kills, signals, dead workers and nodes, failing trials, corrupt checkpoints,
 a vanishing tracking server, changed study files and concurrent studies - each with real
-processes (Ray, MLflow, Optuna) on tiny data. Every test says which fault it covers."""
+processes (Ray, MLflow, Optuna) on tiny data. Every test says which fault it covers.
+
+Modules covered here: ``study.execution.disk_watch``, ``study.execution.driver``,
+``study.execution.ray_setup``, ``study.execution.study_run``, ``study.execution.trainable`` and
+``study.execution.tuner``."""
 
 from __future__ import annotations
 
@@ -598,10 +602,10 @@ def test_two_studies_at_once_share_one_sqlite_store(tmp_path, cluster_env):
 SHUTDOWN_WHILE_HANDLES_GO = """
 import gc, weakref
 import ray
-from study.spec.options import RunOptions
+from study.spec.options import Execution, RunOptions
 from study.execution.ray_setup import BackgroundShutdown, start_ray
 
-start_ray(RunOptions(num_cpus=1))
+start_ray(RunOptions(how=Execution(cpus=1)))
 
 @ray.remote
 def square(x):

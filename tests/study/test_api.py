@@ -1,5 +1,7 @@
 """The Python API (study.api): run_study runs a study in-process as python -m study.run does and
-returns its table as a DataFrame; load_table reads a stored one; bad input raises UserError."""
+returns its table as a DataFrame; load_table reads a stored one; bad input raises UserError.
+
+Modules covered here: ``study.spec.options``."""
 
 from __future__ import annotations
 
@@ -47,11 +49,12 @@ def test_keyword_arguments_become_the_command_line_options(tmp_path, recorded_ru
                                                                 "model.layer_norm": True}, results=tmp_path / "out",
                       cpus=2, max_concurrent=1, gpus_per_trial=0.5, address="auto", tracking_uri="sqlite:///x.db",
                       data_dir=Path("corpus"), langs="en-de", max_trials=10, fresh=True, verbose=True)
+    # in the order of their declaration (study.spec.options): what to run, where, how, reporting
     assert recorded_runs == [["cells", "--smoke", "--set", "model.hidden=32", "--set", "train.lr=0.001",
                               "--set", "model.cell=gru", "--set", "model.layer_norm=true", "--seeds", "2",
-                              "--max-concurrent", "1", "--max-trials", "10", "--gpus-per-trial", "0.5", "--cpus", "2",
-                              "--address", "auto", "--tracking-uri", "sqlite:///x.db", "--results",
-                              str(tmp_path / "out"), "--data-dir", "corpus", "--langs", "en-de", "--fresh",
+                              "--data-dir", "corpus", "--langs", "en-de", "--max-trials", "10",
+                              "--results", str(tmp_path / "out"), "--tracking-uri", "sqlite:///x.db", "--fresh",
+                              "--cpus", "2", "--max-concurrent", "1", "--gpus-per-trial", "0.5", "--address", "auto",
                               "--verbose"]]
     pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / "out" / "cells" / "table.csv"))
 

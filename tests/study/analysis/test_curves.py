@@ -1,5 +1,7 @@
 """Training progress beside the tables: progress.csv from the trials' epoch histories, and the
-learning curves drawn from it (which trial finished, its best epoch, where the lr was lowered)."""
+learning curves drawn from it (which trial finished, its best epoch, where the lr was lowered).
+
+Modules covered here: ``study.analysis.exports`` and ``study.analysis.plots``."""
 
 from __future__ import annotations
 
@@ -122,7 +124,7 @@ def test_the_epoch_axis_has_whole_epochs_only_however_short_the_training(epochs)
 
 def test_exports_write_the_curves_and_a_rebuild_from_saved_records_draws_them_again(tmp_path):
     from study.analysis.exports import write_exports
-    from study.execution.driver import write_state
+    from study.store.study_state import write_state
     from study.spec.expansion import expand
     from study.spec.loading import load_study, spec_to_dict
     from study.store.records import load_saved_records

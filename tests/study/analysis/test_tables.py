@@ -1,4 +1,7 @@
-"""Table statistics: seeds aggregated, diverged and failed seeds counted but left out of BLEU."""
+"""Table statistics: seeds aggregated, diverged and failed seeds counted but left out of BLEU.
+
+Modules covered here: ``study.analysis.exports``, ``study.analysis.numerics_note``, ``study.analysis.plots``
+and ``study.analysis.stored_study``."""
 
 from __future__ import annotations
 
@@ -167,7 +170,7 @@ def test_status_text_and_pareto_front():
 
 def test_exports_of_a_depth_study_include_the_line_plot(tmp_path):
     from study.analysis.exports import write_exports
-    from study.execution.driver import write_state
+    from study.store.study_state import write_state
     from study.spec.expansion import expand
     from study.spec.loading import load_study, spec_to_dict
 

@@ -1,4 +1,6 @@
-"""--dry-run: the rows, trials, budget and a time estimate, with nothing trained or written."""
+"""--dry-run: the rows, trials, budget and a time estimate, with nothing trained or written.
+
+Modules covered here: ``study.execution.study_data``."""
 
 from __future__ import annotations
 
@@ -97,7 +99,8 @@ def test_a_resumed_study_counts_only_what_is_left(tmp_path):
 
 def test_dry_run_of_a_resume_leaves_finished_trials_out(tmp_path, cache_dir, capsys):
     from nmt.cli import run_main
-    from study.execution.driver import RunOptions, prepare_data, write_state
+    from study.execution.study_data import prepare_data
+    from study.store.study_state import write_state
     from study.spec.expansion import expand
     from study.spec.portable import portable_tree
     from study.store.records import experiment_dir
@@ -108,7 +111,7 @@ def test_dry_run_of_a_resume_leaves_finished_trials_out(tmp_path, cache_dir, cap
     assert run_main(main, [*args, "--resume"]) == 2  # nothing stored yet: refused as the run would be
     assert "nothing to resume" in capsys.readouterr().err
     spec = load_study("cells", smoke_run=True)
-    spec = prepare_data(spec, RunOptions(results=results), log=lambda line: None).spec  # as a run stores it
+    spec = prepare_data(spec, lambda line: None).spec  # as a run stores it
     write_state(results / "cells", {"study": "cells", "status": "running", "request": spec.tree,
                                     "portable_request": portable_tree(spec.tree)})
     store = TrialStore(experiment_dir(results, "cells"))

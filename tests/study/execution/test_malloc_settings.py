@@ -14,10 +14,10 @@ from nmt.memory import MALLOC_ENV
 
 WORKER_ENVIRONMENT = """
 import ray
-from study.spec.options import RunOptions
+from study.spec.options import Execution, RunOptions
 from study.execution.ray_setup import start_ray
 
-start_ray(RunOptions(num_cpus=1))
+start_ray(RunOptions(how=Execution(cpus=1)))
 
 @ray.remote
 def environment_at_start():

@@ -1,4 +1,6 @@
-"""study.speed: every row of a stored study timed in one pass, and the tables built from it."""
+"""study.speed: every row of a stored study timed in one pass, and the tables built from it.
+
+Modules covered here: ``study.analysis.speed_columns`` and ``study.execution.row_timing``."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def stored(tmp_path_factory, cache_dir):
     """A finished context_gates study on the tiny corpus as its run stores it (study.json, trial records,
     tables), each trial claiming the same speeds."""
     from study.analysis.exports import write_exports
-    from study.execution.driver import write_state
+    from study.store.study_state import write_state
     from study.spec.expansion import expand
     from study.spec.loading import load_study, spec_to_dict
 

@@ -1,4 +1,8 @@
-"""Study files: every built-in study loads, expansion is right, and every bad spec is one clear line."""
+"""Study files: every built-in study loads, expansion is right, and every bad spec is one clear line.
+
+Modules covered here: ``study.execution.run_tracking``, ``study.execution.study_data``,
+``study.spec.expansion``, ``study.spec.labels``, ``study.spec.loading``, ``study.spec.model``,
+``study.spec.options``, ``study.spec.validation`` and ``study.store.records``."""
 
 from __future__ import annotations
 
@@ -263,22 +267,24 @@ def test_saved_trial_records_rebuild_the_same_table(tmp_path):
 
 
 def test_tracking_store_of_reference_results_is_not_reused(tmp_path):
-    from study.execution.driver import RunOptions, tracking_uri
+    from study.execution.run_tracking import tracking_uri
+    from study.spec.options import Execution, ResultsPlace, RunOptions
 
+    resumed = RunOptions(how=Execution(resume=True))
     state = {"tracking_uri": "sqlite:////elsewhere/results/mlflow.db"}  # committed by another machine
     fresh = tracking_uri(RunOptions(), state, tmp_path)
     assert fresh == f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
     # resumed: the default store of the results directory it started in is the default store of this one
-    assert tracking_uri(RunOptions(resume=True), state, tmp_path) == fresh  # study.json without the record
-    assert tracking_uri(RunOptions(resume=True), {**state, "tracking_uri_default": True}, tmp_path) == fresh
+    assert tracking_uri(resumed, state, tmp_path) == fresh  # study.json without the record
+    assert tracking_uri(resumed, {**state, "tracking_uri_default": True}, tmp_path) == fresh
     # a store chosen with --tracking-uri is kept on resume; --tracking-uri always wins
     chosen = {**state, "tracking_uri_default": False}
-    assert tracking_uri(RunOptions(resume=True), chosen, tmp_path) == state["tracking_uri"]
+    assert tracking_uri(resumed, chosen, tmp_path) == state["tracking_uri"]
     for uri in ("http://127.0.0.1:5000", "sqlite:////shared/tracking.db"):  # not a default store
-        assert tracking_uri(RunOptions(resume=True), {"tracking_uri": uri}, tmp_path) == uri
-    assert tracking_uri(RunOptions(tracking_uri="http://127.0.0.1:5000"), state, tmp_path) == "http://127.0.0.1:5000"
-    assert tracking_uri(RunOptions(resume=True, tracking_uri="http://127.0.0.1:5000"), state, tmp_path) == \
-        "http://127.0.0.1:5000"
+        assert tracking_uri(resumed, {"tracking_uri": uri}, tmp_path) == uri
+    server = ResultsPlace(tracking_uri="http://127.0.0.1:5000")
+    assert tracking_uri(RunOptions(where=server), state, tmp_path) == "http://127.0.0.1:5000"
+    assert tracking_uri(RunOptions(where=server, how=Execution(resume=True)), state, tmp_path) == "http://127.0.0.1:5000"
 
 
 def test_the_readme_example_study_file_loads(tmp_path):
@@ -300,7 +306,7 @@ def test_a_data_dir_corpus_is_validated_instead_of_the_study_files_own_data(tmp_
     """--data-dir replaces the study's corpus before validation: a vocabulary the study's own
     synthetic data could not make, but the real corpus can, is accepted (and the reverse refused)."""
     from nmt.data.synthetic import generate_corpus
-    from study.execution.driver import corpus_in
+    from study.execution.study_data import corpus_in
 
     # files with a richer vocabulary than the study's own synthetic data (the whole lexicon, not a tenth)
     corpus = generate_corpus(3, 3000, 50, 50, lexicon=1.0, max_words=10)

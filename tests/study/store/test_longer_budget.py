@@ -1,5 +1,7 @@
 """--extend with a larger budget: trials the old budget stopped continue from their final
-checkpoints to the result a trial with the larger budget from the start gets; the others stay."""
+checkpoints to the result a trial with the larger budget from the start gets; the others stay.
+
+Modules covered here: ``study.store.resume_checks``."""
 
 from __future__ import annotations
 
@@ -224,7 +226,7 @@ def test_an_extension_refused_for_a_dropped_seed_moves_no_stored_trial(tmp_path)
 def test_an_extension_that_drops_a_stored_trial_is_refused_before_ray_starts(tmp_path, cache_dir, capsys,
                                                                              monkeypatch):
     from nmt.cli import run_main
-    from study.execution.driver import write_state
+    from study.store.study_state import write_state
     from study.run import main
     from study.spec.loading import load_study, spec_to_dict
     from study.spec.portable import portable_tree
