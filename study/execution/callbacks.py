@@ -15,6 +15,7 @@ from study.execution.disk_watch import StorageStopper
 from study.execution.row_cost import epoch_seconds_for, finishing_time
 from study.execution.tracking import EPOCH_LOGGED, StudyTracker
 from study.execution.trainable import SAMPLE, sampled_params, trial_config, trial_key
+from study.spec.model import MetricSpec
 from study.spec.options import print_line
 from study.store.records import error_summary, search_label, trial_record
 from study.store.trial_store import TrialStore
@@ -173,13 +174,13 @@ class ProgressCallback(tune.Callback):
     """One status line on every trial event (and at most every ``every`` seconds otherwise):
     running / done / diverged / failed, the best result so far and an ETA."""
 
-    def __init__(self, total: int, metric: str, mode: str, concurrency: int, every: float = 30.0,
+    def __init__(self, total: int, metric: MetricSpec, concurrency: int, every: float = 30.0,
                  finished_before: dict[str, dict] | None = None, planned: dict[str, str] | None = None,
                  row_work: dict[str, float] | None = None, say: Callable[[str], None] = print_line):
         self.say = say  # progress lines: stdout, or the caller of study.api.run_study
         self.total = total
-        self.metric = metric
-        self.mode = mode
+        self.metric = metric.name  # the best so far, by the study's first metric
+        self.mode = metric.mode
         self.concurrency = max(1, concurrency)
         self.every = every
         self.started = time.time()
@@ -203,7 +204,7 @@ class ProgressCallback(tune.Callback):
         self.finished_before = dict(finished_before or {})
         self.ended_keys: set[str] = set()  # keys of the trials this run has seen end
         for metrics in self.finished_before.values():
-            self._note_best(metrics.get(metric), metrics.get("label", ""))
+            self._note_best(metrics.get(self.metric), metrics.get("label", ""))
             self._note_cost(metrics.get("elapsed_seconds"), metrics.get("label", ""), metrics.get("epochs"))
 
     def on_trial_start(self, iteration, trials, trial, **info):

@@ -52,7 +52,7 @@ def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_w
     mirror = options.where.storage
     pull = functools.partial(pull_trial_results, mirror, spec.name, exp_dir) if mirror else None
     callbacks = [VerdictCallback(store, storage), MlflowCallback(run.tracker, store, storage, pull),
-                 ProgressCallback(total, metric.name, metric.mode, concurrency, finished_before=finished_before,
+                 ProgressCallback(total, metric, concurrency, finished_before=finished_before,
                                   planned=None if spec.fields.search is not None else
                                   {trial.key: trial.label for trial in trials}, row_work=row_work,
                                   say=run.say)]

@@ -1,5 +1,7 @@
 """The study's progress line: its ETA counts the training time trials report, so a resumed study
-(finished trials replayed in seconds, others continued from checkpoints) estimates what is left."""
+(finished trials replayed in seconds, others continued from checkpoints) estimates what is left.
+
+Modules covered here: ``nmt.durations``, ``study.execution.callbacks`` and ``study.execution.row_cost``."""
 
 from __future__ import annotations
 
@@ -9,6 +11,9 @@ from types import SimpleNamespace
 from nmt.durations import clock
 from study.execution.callbacks import ProgressCallback
 from study.execution.trainable import TRIAL
+from study.spec.model import MetricSpec
+
+BLEU = MetricSpec("valid_bleu", "max")
 
 
 def _trial(trial_id: str, seed: int, status: str = "RUNNING", label: str = "GRU") -> SimpleNamespace:
@@ -24,7 +29,7 @@ def _eta_seconds(line: str) -> int:
 
 
 def test_resumed_study_estimates_from_trial_time_not_from_replay_speed(capsys):
-    progress = ProgressCallback(total=6, metric="valid_bleu", mode="max", concurrency=2, every=0.0)
+    progress = ProgressCallback(total=6, metric=BLEU, concurrency=2, every=0.0)
     trials = [_trial(str(i), seed=i) for i in range(6)]
     # a resumed study: two trials that trained 6,000 and 8,000 s are replayed within a second
     for trial, cost in zip(trials[:2], (6000.0, 8000.0)):
@@ -48,7 +53,7 @@ def test_trials_finished_before_a_resume_count_as_done_from_the_first_line(capsy
     # replays key 4 only after two trials of this run have started
     before = {"key0": {"status": "ok", "valid_bleu": 31.0, "elapsed_seconds": 7000.0, "label": "GRU"},
               "key4": {"status": "diverged", "valid_bleu": 0.0, "elapsed_seconds": 5000.0, "label": "GRU"}}
-    progress = ProgressCallback(total=6, metric="valid_bleu", mode="max", concurrency=2, every=0.0,
+    progress = ProgressCallback(total=6, metric=BLEU, concurrency=2, every=0.0,
                                 finished_before=before)
     trials = [_trial(str(i), seed=i, status="RUNNING" if i == 1 else "PENDING") for i in range(6)]
     progress.on_trial_start(0, trials, trials[1])
@@ -78,7 +83,7 @@ def test_the_last_trials_cost_their_own_length_not_a_share_of_the_workers(capsys
     before = {"key0": {"status": "ok", "valid_bleu": 31.0, "elapsed_seconds": 7000.0, "label": "GRU"},
               "key1": {"status": "ok", "valid_bleu": 32.0, "elapsed_seconds": 9000.0, "label": "GRU"}}
     planned = {"key0": "GRU", "key1": "GRU", "key2": "GRU"}
-    progress = ProgressCallback(total=3, metric="valid_bleu", mode="max", concurrency=2, every=0.0,
+    progress = ProgressCallback(total=3, metric=BLEU, concurrency=2, every=0.0,
                                 finished_before=before, planned=planned)
     trials = [_trial(str(i), seed=i) for i in range(3)]
     progress.on_trial_start(0, trials, trials[2])
@@ -100,7 +105,7 @@ def test_finishing_time_hands_each_queued_trial_the_worker_that_frees_first():
 
 
 def test_a_trial_past_the_mean_adds_nothing_and_no_eta_before_a_finished_trial(capsys):
-    progress = ProgressCallback(total=3, metric="valid_bleu", mode="max", concurrency=1, every=0.0)
+    progress = ProgressCallback(total=3, metric=BLEU, concurrency=1, every=0.0)
     trials = [_trial(str(i), seed=i) for i in range(3)]
     progress.on_trial_result(0, trials, trials[0], {"final": 0, "valid_bleu": 1.0, "elapsed_s": 50.0})
     assert "ETA" not in capsys.readouterr().out
@@ -113,7 +118,7 @@ def test_a_grid_prices_each_trial_left_by_its_own_rows_finished_trials(capsys):
     # an ablation whose rows differ in speed: one fast row, one slow, one with no finished trial yet
     labels = {"0": "fast", "1": "slow", "2": "slow", "3": "slow", "4": "new"}
     planned = {f"key{i}": label for i, label in labels.items()}
-    progress = ProgressCallback(total=5, metric="valid_bleu", mode="max", concurrency=1, every=0.0, planned=planned)
+    progress = ProgressCallback(total=5, metric=BLEU, concurrency=1, every=0.0, planned=planned)
     trials = {i: _trial(i, seed=1, label=label) for i, label in labels.items()}
     for i, cost in (("0", 1000.0), ("2", 5000.0)):
         progress.on_trial_result(0, list(trials.values()), trials[i], {"final": 1, "status": "ok", "valid_bleu": 30.0,
@@ -130,7 +135,7 @@ def test_a_row_under_way_is_priced_by_its_own_time_per_epoch(capsys):
     # a depth study: 1L finished (40 epochs of 100 s), 6L's first trial under way at 200 s an epoch, 8L not started
     labels = {"0": "1L", "1": "1L", "2": "6L", "3": "6L", "4": "8L"}
     planned = {f"key{i}": label for i, label in labels.items()}
-    progress = ProgressCallback(total=5, metric="valid_bleu", mode="max", concurrency=1, every=0.0, planned=planned)
+    progress = ProgressCallback(total=5, metric=BLEU, concurrency=1, every=0.0, planned=planned)
     trials = {i: _trial(i, seed=1, label=label) for i, label in labels.items()}
     for i in ("0", "1"):
         progress.on_trial_result(0, list(trials.values()), trials[i], {"final": 1, "status": "ok", "valid_bleu": 30.0,
@@ -165,14 +170,14 @@ def test_a_row_not_started_is_priced_by_its_model_s_size(capsys):
                                                                          "elapsed_s": 1600.0, "epochs_trained": 10.0})
         return capsys.readouterr().out.strip().splitlines()[-1]
 
-    line = last_line(ProgressCallback(total=4, metric="valid_bleu", mode="max", concurrency=1, every=0.0,
+    line = last_line(ProgressCallback(total=4, metric=BLEU, concurrency=1, every=0.0,
                                       planned=planned, row_work=work))
     # 3L: 40 x 160 s, 6,400 - 1,600 left; 4L: 5 x the median of 100/2, 150/3, 160/4 seconds an epoch per unit
     # of work, 250 s, 40 epochs (the mean trial, 5,000 s, would underprice it by half)
     assert _eta_seconds(line) == 4800 + 40 * 250
     assert line.endswith("(1 row not timed yet, priced by its model's size)")
     # without sizes the same row is priced at the mean trial, as before
-    line = last_line(ProgressCallback(total=4, metric="valid_bleu", mode="max", concurrency=1, every=0.0,
+    line = last_line(ProgressCallback(total=4, metric=BLEU, concurrency=1, every=0.0,
                                       planned=planned))
     assert _eta_seconds(line) == 4800 + 5000 and line.endswith("(1 row not timed yet, priced at the mean trial)")
 
