@@ -36,6 +36,10 @@ class Unit:
     cell: Callable[..., Any] | None = None
     #: recurrence class: "a" linear in the state, "b" elementwise, "c" a matrix product on h_{t-1}
     recurrence: str = "c"
+    #: whether the unit's modules call recurrences of ``nmt.ops`` that have Triton kernels, so that
+    #: ``NMT_KERNELS=triton`` changes what it runs on and records (``nmt.ops.kernels``); the recurrence class
+    #: cannot tell: ATR and RAN (class c) have kernels, LSTM, GRU and RNN (class c, torch's fused kernels) none
+    triton_kernels: bool = False
     #: "split": a bidirectional encoder layer gives each direction its share of the size;
     #: "total": the cell is bidirectional by construction and takes the whole size d
     bidirectional: str = "split"
@@ -121,7 +125,8 @@ def label(name: str) -> str:
 
 def describe(unit: Unit) -> list[str]:
     """Lines that say what a unit is and what each of its options does (with its default)."""
-    traits = f"recurrence class {unit.recurrence}" + ("" if unit.recurrent_decoder else "; its own decoder")
+    traits = (f"recurrence class {unit.recurrence}" + ("; Triton kernels" if unit.triton_kernels else "")
+              + ("" if unit.recurrent_decoder else "; its own decoder"))
     lines = [f"{unit.name} ({unit.label}): {unit.paper}; {traits}"]
     for f in dataclasses.fields(unit.options):
         lines.append(f"  model.{unit.name}.{f.name} = {f.default!r}: {f.metadata.get('help', '')}")

@@ -173,11 +173,11 @@ def reference_config(study: str, args):
 
 
 def run_epochs(args) -> list[dict]:
-    from nmt.ops.kernels import KERNELS_ENV, TRITON_UNITS
+    from nmt.ops.kernels import KERNELS_ENV, triton_units
 
     callers = os.environ.get(KERNELS_ENV)
     try:
-        return epoch_rows(args, TRITON_UNITS)
+        return epoch_rows(args, triton_units())
     finally:  # the packing part runs on the caller's setting
         os.environ.pop(KERNELS_ENV, None)
         if callers is not None:

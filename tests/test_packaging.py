@@ -1,6 +1,8 @@
 """The installed package and its console scripts: a wheel holds the built-in study files, the
 nmt configs and the scripts, and an unpacked wheel finds its studies without the source tree;
-``rnmt-study`` dispatches to the ``python -m`` commands with their help, errors and exit codes."""
+``rnmt-study`` dispatches to the ``python -m`` commands with their help, errors and exit codes.
+
+Modules covered here: ``study.cli``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Security properties: servers on localhost, safe YAML, weights-only checkpoints, no shell."""
+"""Security properties: servers on localhost, safe YAML, weights-only checkpoints, no shell.
+
+Modules covered here: ``nmt.checkpoint``."""
 
 from __future__ import annotations
 

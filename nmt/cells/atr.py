@@ -130,7 +130,7 @@ UNIT = Unit(
     cell=lambda options, model, input_size, hidden, directions: ATRCell(
         input_size, hidden, directions, gates=options.gates, forget_sign=options.forget_sign,
         candidate=options.candidate),
-    recurrence="c",
+    recurrence="c", triton_kernels=True,
     variants={"atr-coupled": {"model.atr.gates": "coupled"},
               "atr-independent-tanh": {"model.atr.gates": "independent", "model.atr.candidate": "tanh"},
               "atr-history-minus-input": {"model.atr.forget_sign": "history_minus_input"},

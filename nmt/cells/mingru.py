@@ -61,7 +61,7 @@ class MinGRUCell(OwnWeightsCell):
 UNIT = Unit(
     name="mingru", label="minGRU", rank=9, paper="Feng et al. 2024, Were RNNs All We Needed?",
     cell=lambda options, model, input_size, hidden, directions: MinGRUCell(input_size, hidden, directions),
-    recurrence="a",
+    recurrence="a", triton_kernels=True,
     # nothing feeds back across decoder steps, so training runs over the whole target at once
     defaults={"input_feeding": False},
 )

@@ -79,7 +79,7 @@ class MinLSTMCell(OwnWeightsCell):
 UNIT = Unit(
     name="minlstm", label="minLSTM", rank=10, paper="Feng et al. 2024, Were RNNs All We Needed?",
     cell=lambda options, model, input_size, hidden, directions: MinLSTMCell(input_size, hidden, directions),
-    recurrence="a",
+    recurrence="a", triton_kernels=True,
     # nothing feeds back across decoder steps, so training runs over the whole target at once
     defaults={"input_feeding": False},
 )

@@ -90,5 +90,6 @@ UNIT = Unit(
     name="ran", label="RAN", rank=4, paper="Lee et al. 2017, Recurrent Additive Networks", options=RANOptions,
     cell=lambda options, model, input_size, hidden, directions: RANCell(input_size, hidden, directions,
                                                                         output=options.output),
-    recurrence="c", variants={"ran-identity": {"model.ran.output": "identity"}}, renamed={"ran_output": "output"},
+    recurrence="c", triton_kernels=True, variants={"ran-identity": {"model.ran.output": "identity"}},
+    renamed={"ran_output": "output"},
 )

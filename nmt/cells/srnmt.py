@@ -147,7 +147,7 @@ UNIT = Unit(
     paper="Di Gangi & Federico 2018, Deep Neural Machine Translation with Weakly-Recurrent Units",
     cell=lambda options, model, input_size, hidden, directions: SRNMTEncoderUnit(
         input_size, hidden, layer_norm=model.layer_norm, highway=options.highway, norm_bias=options.norm_bias),
-    recurrence="a", bidirectional="total",
+    recurrence="a", triton_kernels=True, bidirectional="total",
     defaults={"layer_norm": True, "multi_attention": True},
     decoder=SRNMTDecoder, validate=_validate,
     variants={"srnmt-no-ln-no-highway": {"model.layer_norm": False, "model.srnmt.highway": False}},

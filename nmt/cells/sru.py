@@ -118,5 +118,5 @@ UNIT = Unit(
     name="sru", label="SRU", rank=6, paper="Lei et al. 2017, Training RNNs as Fast as CNNs", options=SRUOptions,
     cell=lambda options, model, input_size, hidden, directions: SRUCell(input_size, hidden, directions,
                                                                         peephole=options.peephole),
-    recurrence="a", variants={"sru-v2": {"model.sru.peephole": True}}, bench=("sru-v2",),
+    recurrence="a", triton_kernels=True, variants={"sru-v2": {"model.sru.peephole": True}}, bench=("sru-v2",),
 )

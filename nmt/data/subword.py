@@ -109,9 +109,6 @@ class SubwordVocab:
             ids = ids.tolist()
         return self._sp.decode([int(i) for i in ids if i not in (PAD, BOS, EOS)])
 
-    def decode_many(self, batch: Iterable[Iterable[int]]) -> list[str]:
-        return [self.decode(ids) for ids in batch]
-
     def piece(self, index: int) -> str:
         """The surface piece of one id (e.g. '▁Haus')."""
         return self._sp.id_to_piece(int(index))

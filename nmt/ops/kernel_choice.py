@@ -6,11 +6,16 @@ from __future__ import annotations
 import os
 
 from nmt.errors import UserError
+from nmt.units import units
 
 KERNELS_ENV = "NMT_KERNELS"
 KERNELS = ("torch", "triton")
-#: the units whose recurrences have Triton kernels (the others compute the same with the switch on or off)
-TRITON_UNITS = ("ran", "atr", "sru", "srnmt", "mingru", "minlstm")
+
+
+def triton_units() -> tuple[str, ...]:
+    """The units whose recurrences have Triton kernels, as each declares it (``Unit.triton_kernels``); the others
+    compute the same with the switch on or off. It loads the unit modules, and so torch."""
+    return tuple(name for name, unit in units().items() if unit.triton_kernels)
 
 
 def requested_kernels() -> str:
@@ -33,5 +38,5 @@ def check_kernels() -> str | None:
     if torch.cuda.is_available():
         return None
     return (f"{KERNELS_ENV}=triton without a CUDA device: the Triton kernels run in Triton's interpreter, hundreds of "
-            f"times slower than the default torch paths (units with Triton kernels: {', '.join(TRITON_UNITS)}); unset "
+            f"times slower than the default torch paths (units with Triton kernels: {', '.join(triton_units())}); unset "
             f"{KERNELS_ENV} unless that is what you want")

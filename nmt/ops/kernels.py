@@ -24,9 +24,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from nmt.ops.kernel_choice import KERNELS_ENV, TRITON_UNITS, requested_kernels
+from nmt.ops.kernel_choice import KERNELS_ENV, requested_kernels, triton_units
 
-__all__ = ["KERNELS_ENV", "TRITON_UNITS", "requested_kernels", "kernels_run", "triton_runs_on", "use_triton",
+__all__ = ["KERNELS_ENV", "triton_units", "requested_kernels", "kernels_run", "triton_runs_on", "use_triton",
            "choose_method"]
 
 TRITON_DTYPES = (torch.float32, torch.float64)
@@ -34,9 +34,9 @@ TRITON_DTYPES = (torch.float32, torch.float64)
 
 def kernels_run(cell: str, device: torch.device) -> str:
     """The kernels a model of ``cell`` on ``device`` runs its recurrences on, as a trial records it: ``triton``
-    only where the switch is on, the unit has Triton kernels and they can take tensors on that device."""
+    only where the switch is on, the unit declares Triton kernels and they can take tensors on that device."""
     on_device = device.type == "cuda" or not torch.cuda.is_available()
-    return "triton" if requested_kernels() == "triton" and cell in TRITON_UNITS and on_device else "torch"
+    return "triton" if requested_kernels() == "triton" and cell in triton_units() and on_device else "torch"
 
 
 def triton_runs_on(x: Tensor) -> bool:

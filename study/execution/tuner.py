@@ -28,12 +28,8 @@ def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_w
     # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
     from ray import tune
 
-    # they load Ray: imported when the trials start
-    from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
-
     spec, options, trials, results_root, exp_dir = run.spec, run.options, run.trials, run.results_root, run.exp_dir
-    resources = run.resources
-    trainable = tune.with_resources(train_trial, resources)
+    trainable = tune.with_resources(train_trial, run.resources)
     metric = spec.metrics[0]
     search_alg, scheduler = None, None
     if spec.fields.search is not None:
@@ -43,22 +39,7 @@ def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_w
     else:
         total = len(trials)
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
-    concurrency = trials_at_once(resources, options)
-    store = TrialStore(exp_dir)
-    # a search draws new samples for what is left, so only a grid has trials that finished before
-    finished_before = {} if spec.fields.search is not None else {
-        trial.key: {**metrics, "label": trial.label} for trial in trials
-        if (metrics := store.finished_metrics(trial.key)) is not None}
-    mirror = options.where.storage
-    pull = functools.partial(pull_trial_results, mirror, spec.name, exp_dir) if mirror else None
-    callbacks = [VerdictCallback(store, storage), MlflowCallback(run.tracker, store, storage, pull),
-                 ProgressCallback(total, metric, concurrency, finished_before=finished_before,
-                                  planned=None if spec.fields.search is not None else
-                                  {trial.key: trial.label for trial in trials}, row_work=row_work,
-                                  say=run.say)]
-    if spec.fields.search is not None:
-        callbacks.append(OptunaLinkCallback(optuna_storage(results_root), spec.name, run.tracker))
-        callbacks += _search_mirror(run)
+    callbacks = _callbacks(run, storage, total, row_work)
     if spec.fields.scheduler.type == "asha":
         # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
         from ray.tune.schedulers import ASHAScheduler
@@ -78,6 +59,32 @@ def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_w
         name=spec.name, storage_path=str(ray_storage), verbose=0, callbacks=callbacks, stop=storage,
         failure_config=tune.FailureConfig(max_failures=2))
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config), total
+
+
+def _callbacks(run: StudyRun, storage: StorageStopper, total: int, row_work: dict[str, float] | None) -> list:
+    """What records, tracks and reports each trial as it runs: its verdict and record (the trial store), its
+    MLflow run, the progress line, and for a search the Optuna link and the --storage mirror."""
+    # they load Ray: imported when the trials start
+    from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
+
+    spec, trials, exp_dir = run.spec, run.trials, run.exp_dir
+    store = TrialStore(exp_dir)
+    # a search draws new samples for what is left, so only a grid has trials that finished before
+    finished_before = {} if spec.fields.search is not None else {
+        trial.key: {**metrics, "label": trial.label} for trial in trials
+        if (metrics := store.finished_metrics(trial.key)) is not None}
+    mirror = run.options.where.storage
+    pull = functools.partial(pull_trial_results, mirror, spec.name, exp_dir) if mirror else None
+    callbacks = [VerdictCallback(store, storage), MlflowCallback(run.tracker, store, storage, pull),
+                 ProgressCallback(total, spec.metrics[0], trials_at_once(run.resources, run.options),
+                                  finished_before=finished_before,
+                                  planned=None if spec.fields.search is not None else
+                                  {trial.key: trial.label for trial in trials}, row_work=row_work,
+                                  say=run.say)]
+    if spec.fields.search is not None:
+        callbacks.append(OptunaLinkCallback(optuna_storage(run.results_root), spec.name, run.tracker))
+        callbacks += _search_mirror(run)
+    return callbacks
 
 
 def _search_mirror(run: StudyRun) -> list:

@@ -171,10 +171,6 @@ class RunOptions:
         words += ["--", study] if study.startswith("-") else []
         return "python -m study.run " + " ".join(shlex.quote(word) for word in words)
 
-    def with_changes(self, group: str, **changes) -> RunOptions:
-        """These options with fields of one group changed (the driver's resolved values)."""
-        return dataclasses.replace(self, **{group: dataclasses.replace(getattr(self, group), **changes)})
-
 
 def declared():
     """(group, field name, its declaration) of every option, in the order of the groups and their fields."""

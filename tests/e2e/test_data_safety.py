@@ -2,7 +2,10 @@
 
 Each scenario puts canary files beside and behind the paths the tool writes or deletes (a file
 beside the results directory, one in a linked folder, one next to the trial store) and checks
-them afterwards byte for byte. Real Ray, MLflow and SQLite on tiny data."""
+them afterwards byte for byte. Real Ray, MLflow and SQLite on tiny data.
+
+Modules covered here: ``study.execution.sqlite_store``, ``study.store.record_validation`` and
+``study.store.trial_store``."""
 
 from __future__ import annotations
 

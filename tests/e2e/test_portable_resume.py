@@ -1,7 +1,9 @@
 """A study's records are portable: trial keys and --resume see a corpus by its content and base
 name, not by where it lies or where its cache is, and the default tracking store is the one of
 the current results directory. A half-finished study committed to git (what .gitignore keeps
-of its trial store) continues in a clone on another machine with its corpus at another path."""
+of its trial store) continues in a clone on another machine with its corpus at another path.
+
+Modules covered here: ``study.spec.portable``."""
 
 from __future__ import annotations
 

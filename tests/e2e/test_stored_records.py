@@ -1,7 +1,10 @@
 """Stored records are input: what study.table, study.list, study.report, study.compare and
 --resume read back from a results directory is checked like a study file - never followed out
 of the directory, never trusted for a path, never waited on - and a table holds exactly the
-study's trials. Real Ray, MLflow and SQLite on a tiny finished study."""
+study's trials. Real Ray, MLflow and SQLite on a tiny finished study.
+
+Modules covered here: ``nmt.fileio``, ``study.analysis.stored_study``, ``study.store.record_validation`` and
+``study.store.study_state``."""
 
 from __future__ import annotations
 

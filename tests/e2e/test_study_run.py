@@ -2,6 +2,8 @@
 
 These tests start Ray clusters, so they run one after another in one xdist worker
 (group "ray"); each cleans up its Ray processes and temporary state.
+
+Modules covered here: ``study.execution.driver``, ``study.execution.ray_setup`` and ``study.execution.tuner``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """The analysis tools: their quantities against hand computations (eq. (10) rebuilds
 the ATR state, Pearson's r, length buckets), the recorded gates against the
 paper's gate equations, and every command end to end on tiny trained runs,
-including its bad-input paths."""
+including its bad-input paths.
+
+Modules covered here: ``nmt.analysis.atr_gates``, ``nmt.analysis.common``, ``nmt.analysis.context_gates``,
+``nmt.analysis.fsmn_filters`` and ``nmt.analysis.length_buckets``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The benchmark commands run end to end at tiny sizes and report what they promise."""
+"""The benchmark commands run end to end at tiny sizes and report what they promise.
+
+Modules covered here: ``nmt.benchmarks.cells``, ``nmt.benchmarks.decoding``, ``nmt.benchmarks.models``,
+``nmt.benchmarks.targets``, ``nmt.benchmarks.timing``, ``study.bench`` and ``study.execution.overhead_bench``."""
 
 from __future__ import annotations
 

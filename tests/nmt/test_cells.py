@@ -1,5 +1,10 @@
 """Every cell's fast path against its equation-level reference loop, torch's
-fused LSTM/GRU/RNN against ours, and the paper's weight-matrix counts."""
+fused LSTM/GRU/RNN against ours, and the paper's weight-matrix counts.
+
+Modules covered here: ``nmt.cells.atr``, ``nmt.cells.base``, ``nmt.cells.gru``, ``nmt.cells.lstm``,
+``nmt.cells.ran``, ``nmt.cells.rnn``, ``nmt.cells.srnmt``, ``nmt.cells.sru``, ``nmt.cells.torch_rnn``,
+``nmt.modules.memory_block``, ``nmt.ops.atr_scan``, ``nmt.ops.linear_scan``, ``nmt.ops.ran_scan`` and
+``nmt.ops.sru_v2_scan``."""
 
 from __future__ import annotations
 

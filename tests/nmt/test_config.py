@@ -1,4 +1,6 @@
-"""Config loading: overrides, per-cell defaults, and one clear error per bad value."""
+"""Config loading: overrides, per-cell defaults, and one clear error per bad value.
+
+Modules covered here: ``nmt.typed_config`` and ``nmt.units``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Tests of the data pipeline: corpus reading, SentencePiece, batching, load_data."""
+"""Tests of the data pipeline: corpus reading, SentencePiece, batching, load_data.
+
+Modules covered here: ``nmt.data.batching``, ``nmt.data.corpus``, ``nmt.data.pipeline`` and
+``nmt.data.subword``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """minGRU and minLSTM (Feng et al. 2024): the linear-scan fast path against the equation-level
 reference loop, ``step`` against the scan, padding, the reference step against the paper's
-equations computed by hand, and the weight-matrix and parameter counts."""
+equations computed by hand, and the weight-matrix and parameter counts.
+
+Modules covered here: ``nmt.cells.mingru`` and ``nmt.cells.minlstm``."""
 
 from __future__ import annotations
 

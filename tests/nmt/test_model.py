@@ -1,6 +1,11 @@
 """Encoder-decoder behaviour: parallel training paths equal step-by-step decoding,
 padding and batch composition change nothing, every component trains, and the
-parameter count matches a hand computation."""
+parameter count matches a hand computation.
+
+Modules covered here: ``nmt.cells.fsmn``, ``nmt.decoders``, ``nmt.decoders.base``, ``nmt.decoders.fsmn``,
+``nmt.decoders.recurrent``, ``nmt.decoders.srnmt``, ``nmt.encoders``, ``nmt.encoders.fsmn``,
+``nmt.encoders.recurrent``, ``nmt.modules.attention``, ``nmt.modules.context_gate`` and
+``nmt.modules.layers``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """Portable numerics: native kernels differ between CPU capabilities, the pinned setting cannot, and
-the setting is applied before torch computes, recorded, kept out of trial keys and kept per study."""
+the setting is applied before torch computes, recorded, kept out of trial keys and kept per study.
+
+Modules covered here: ``study.store.resume_checks``."""
 
 from __future__ import annotations
 

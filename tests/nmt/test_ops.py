@@ -1,4 +1,6 @@
-"""Fast operators against their plain definitions: values and gradients."""
+"""Fast operators against their plain definitions: values and gradients.
+
+Modules covered here: ``nmt.ops.additive_scores``."""
 
 from __future__ import annotations
 

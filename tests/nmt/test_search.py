@@ -1,7 +1,9 @@
 """Batched search drops finished sentences from the batch and changes no result: for every unit and
 decoder option of test_model's MODELS, a padded batch mixing very short and long sentences gives each
 sentence the hypothesis and score it gets alone and with the baseline that kept finished sentences in
-the batch; a test set decoded in length-sorted batches comes back in input order, as if unsorted."""
+the batch; a test set decoded in length-sorted batches comes back in input order, as if unsorted.
+
+Modules covered here: ``nmt.translator``."""
 
 from __future__ import annotations
 

@@ -5,6 +5,8 @@ rebuilt from the generator's lexicon (``_build_lexicon`` on a fresh
 ``random.Random(seed)`` gives the lexicon ``generate_corpus(seed, ...)`` uses:
 it is drawn first). The corpus fixtures run every check twice: on the full
 lexicon and on a quarter of it (``lexicon=0.25``).
+
+Modules covered here: ``nmt.data.synthetic``.
 """
 
 from __future__ import annotations

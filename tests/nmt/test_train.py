@@ -1,4 +1,6 @@
-"""The training loop and the command lines, end to end on tiny real data."""
+"""The training loop and the command lines, end to end on tiny real data.
+
+Modules covered here: ``nmt.checkpoint``, ``nmt.evaluate``, ``nmt.run_dir`` and ``nmt.trainer``."""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 A table must measure the model, not the machine: every budget here is a count, so the same
 seed gives the same model however fast the machine runs; only the wall-time cap depends on
 speed, and a run it stops says so (status ``truncated``).
+
+Modules covered here: ``nmt.trainer``.
 """
 
 from __future__ import annotations

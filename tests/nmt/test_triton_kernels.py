@@ -3,7 +3,9 @@ gradients, float64 and float32, padding, reverse and bidirectional cells. Withou
 kernels run in Triton's interpreter on CPU tensors (``nmt.ops.triton_common`` sets
 ``TRITON_INTERPRET=1`` before it defines them; ``triton.jit`` reads it there, so importing triton
 first, as ``importorskip`` does, changes nothing); with one, on CUDA tensors. Shapes are tiny: the
-interpreter runs every program in numpy."""
+interpreter runs every program in numpy.
+
+Modules covered here: ``nmt.ops.triton_scan`` and ``nmt.ops.triton_steps``."""
 
 from __future__ import annotations
 
@@ -119,22 +121,6 @@ def test_masked_linear_scan_with_padding_under_the_switch(monkeypatch):
     out = masked_linear_scan(a, b, mask, c0, reverse=True)
     assert calls == [1]
     assert_same(list(out), list(expected), (a, b, c0), torch.float64)
-
-
-def test_the_units_with_kernels_are_those_whose_cells_call_the_recurrences():
-    """TRITON_UNITS (what the GPU check times both ways) names every cell that calls a recurrence with a
-    Triton kernel, and no other."""
-    import ast
-    from pathlib import Path
-
-    from nmt.ops.kernels import TRITON_UNITS
-
-    with_kernels = {"nmt.ops.linear_scan", "nmt.ops.atr_scan", "nmt.ops.ran_scan", "nmt.ops.sru_v2_scan"}
-    cells = Path(__file__).resolve().parents[2] / "nmt" / "cells"
-    calling = {path.stem for path in cells.glob("*.py")
-               if any(isinstance(node, ast.ImportFrom) and node.module in with_kernels
-                      for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))}
-    assert calling == set(TRITON_UNITS)
 
 
 def test_the_switch_is_opt_in(monkeypatch):

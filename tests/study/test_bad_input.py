@@ -1,5 +1,7 @@
 """Bad input, at the command line: one line naming the file/key/value and the fix, exit status 2,
-no traceback (unless --debug), and nothing half-written. One case per row of CASES."""
+no traceback (unless --debug), and nothing half-written. One case per row of CASES.
+
+Modules covered here: ``nmt.cli``, ``nmt.errors``, ``nmt.fileio`` and ``nmt.yaml_input``."""
 
 from __future__ import annotations
 

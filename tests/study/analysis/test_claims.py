@@ -1,5 +1,7 @@
 """Claims in a study file: their validation, the verdict rule branch by branch, the claims table
-from records, and that claims never change what --resume compares."""
+from records, and that claims never change what --resume compares.
+
+Modules covered here: ``study.spec.claims``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """report.html: one self-contained, deterministic HTML file per study (table, figures,
-configuration, data, environment), written from a copy of a committed reference study."""
+configuration, data, environment), written from a copy of a committed reference study.
+
+Modules covered here: ``study.store.study_state``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""python -m study.list: every built-in study with its size, budget and the results that exist."""
+"""python -m study.list: every built-in study with its size, budget and the results that exist.
+
+Modules covered here: ``study.spec.summary``."""
 
 from __future__ import annotations
 

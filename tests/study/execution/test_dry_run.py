@@ -1,6 +1,6 @@
 """--dry-run: the rows, trials, budget and a time estimate, with nothing trained or written.
 
-Modules covered here: ``study.execution.study_data``."""
+Modules covered here: ``study.execution.study_data`` and ``study.execution.dry_run_driver``."""
 
 from __future__ import annotations
 
