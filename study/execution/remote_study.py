@@ -6,8 +6,9 @@ store (a second driver on the same study is refused in one line, wherever it run
 stored records down into it (``study.store.store_mirror``), with ``study.json`` and ``command.txt``
 where the local directory has none: so ``--resume`` with the same URI continues the study from any
 machine, an empty directory included. The trials mirror their own records and checkpoints
-(``study.execution.trainable``). When the run ends, however it ends, the driver puts the study's
-exports and the records it wrote itself (verdicts, errors) up, and lets the lease go.
+(``study.execution.trainable`` writes through ``study.store.trial_writes``). When the run ends, however
+it ends, the driver puts the study's exports and the records it wrote itself (verdicts, errors) up, and
+lets the lease go.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from study.store.object_store import Lease, StorageError, open_store, take_lease
+from study.store.object_backend import StorageError
+from study.store.object_store import Lease, open_store, take_lease
 from study.store.ownership import check_real_tree
 from study.store.records import experiment_dir
 from study.store.store_mirror import StoreMirror

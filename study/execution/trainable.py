@@ -1,6 +1,7 @@
 """The Ray Tune function trainable: one trial = one ``nmt`` training run.
 
-The trial keeps its own record (``study.store.trial_store``): who it is, its progress after every
+The trial keeps its own record (``study.store.trial_store``, written through ``study.store.trial_writes``,
+which puts it into the object store too when the study has one): who it is, its progress after every
 epoch, and its nmt run directory, whose epoch checkpoint is where a retried trial (a killed
 worker, a dead node) or a resumed study continues, bit for bit. Ray only carries the metrics
 (``tune.report`` once per epoch through nmt's ``report`` hook, and a final report with the
@@ -27,11 +28,9 @@ from ray import tune
 from nmt.config import config_from_dict
 from nmt.numerics import apply_numerics
 from nmt.typed_config import apply_overrides
-from study.store.object_store import open_store
 from study.store.provenance import cpu_description
-from study.store.store_mirror import StoreMirror
-from study.store.study_transfer import trial_store_prefix
 from study.store.trial_store import FINISHED, TRIALS, TrialStore
+from study.store.trial_writes import open_trial_writes
 
 TRIAL = "trial"  # param_space key of the expanded trial (spec.Trial as a dict)
 SAMPLE = "sample"  # config key of a search trial's Optuna trial number (its stable identity)
@@ -87,49 +86,33 @@ def train_trial(config: dict) -> None:
 
     key = trial_key(config)
     scratch = scratch_store(trial)
-    store = TrialStore(scratch or Path(trial["storage"]))
-    mirror = trial_mirror(trial, store)
-    in_store = False  # the trial's result is safe in --storage: a scratch copy can go
+    store = open_trial_writes(scratch or Path(trial["storage"]), trial.get("mirror"))
     try:
-        with store.hold(key):
-            if mirror is not None and store.finished_metrics(key) is None:
-                mirror.pull_trial(key)  # another node may have finished it, or trained some of its epochs
-            finished = store.finished_metrics(key)
-            machine = _machine(store, key, finished)
+        with store.hold(key) as finished:  # with --storage, the trial as the object store holds it
+            machine = _machine(store.local, key, finished)
             identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], **machine}
             # written again also for a finished trial: a record damaged since is made whole
             store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
                               "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
                               **machine})
             if finished is not None:  # finished before the driver went away
-                in_store = mirror is not None
                 _report_final(finished, identity)
                 return
-            uploaded = []  # the checkpoint's static files went up (once a run)
 
             def report(metrics: dict, checkpoint_dir: Path) -> None:
                 clean = finite_metrics({**metrics, **identity, "final": 0})
-                store.progress(key, clean)
-                if mirror is not None:  # before Ray hears of the epoch: a retry elsewhere continues after it
-                    mirror.push_records(key)
-                    mirror.push_checkpoint(key, static_done=bool(uploaded))
-                    uploaded.append(True)
+                store.record_epoch(key, clean)  # in the object store before Ray hears of the epoch
                 tune.report(clean)
 
-            resume_from = store.resume_point(key)
+            resume_from = store.local.resume_point(key)
             if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
                 store.forget_progress(key)
-            metrics = run(cfg, store.run_dir(key), report=report, resume_from=resume_from,
+            metrics = run(cfg, store.local.run_dir(key), report=report, resume_from=resume_from,
                           log=lambda line: print(line, flush=True))
-            store.complete_history(key, [finite_metrics({**epoch, **identity, "final": 0})
-                                         for epoch in metrics.get("history", [])])
-            store.finish(key, {**metrics, **machine})
-            if mirror is not None:
-                mirror.push_records(key)
-                mirror.push_finished(key)  # its marker last, and once
-                in_store = True
+            store.finish(key, {**metrics, **machine}, [finite_metrics({**epoch, **identity, "final": 0})
+                                                        for epoch in metrics.get("history", [])])
     finally:
-        if scratch is not None and in_store:  # the node keeps nothing of a trial the store holds
+        if scratch is not None and store.result_in_object_store(key):  # the node keeps nothing of a trial the store holds
             drop_scratch(scratch, key)
     _report_final(metrics, identity)
 
@@ -144,13 +127,6 @@ def _machine(store: TrialStore, key: str, finished: dict | None) -> dict:
         node = finished.get("node_id") or stored.get("node_id") or node
         cpu = finished.get("cpu") or stored.get("cpu")  # none for a record from before CPUs were recorded
     return {"node_id": node, **({"cpu": cpu} if cpu else {})}
-
-
-def trial_mirror(trial: dict, store: TrialStore) -> StoreMirror | None:
-    """The trial store's mirror in the study's ``--storage`` (study.store.store_mirror), or None."""
-    if not trial.get("mirror"):
-        return None
-    return StoreMirror(open_store(trial["mirror"]), trial_store_prefix(store.experiment.name), store.experiment)
 
 
 def scratch_store(trial: dict) -> Path | None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from nmt.fileio import write_bytes
 from nmt.run_dir import BEST, CONFIG, SRC_SPM, STATE, TGT_SPM
-from study.store.object_store import ObjectStore, StorageError
+from study.store.object_backend import ObjectStore, StorageError
 from study.store.ownership import key_path
 from study.store.record_validation import UnreadableRecord, parse_json
 from study.store.trial_store import FINISHED, TRIALS, check_record
@@ -78,6 +78,12 @@ class StoreMirror:
             if (self.local / folder / name).is_file():
                 self._put(f"{folder}/{name}")
 
+    def push_result(self, key: str) -> bool:
+        """A finished trial's records, then ``finished/KEY/`` (``push_finished``): True when this call finished the
+        trial in the store, False when an earlier attempt already had."""
+        self.push_records(key)
+        return self.push_finished(key)
+
     def push_finished(self, key: str) -> bool:
         """``finished/KEY/``, its marker last and written once: True when this call finished the trial
         in the store, False when an earlier attempt already had (its result stays)."""
@@ -88,6 +94,10 @@ class StoreMirror:
         return self.store.create(self._remote(f"{FINISHED}/{key}/{MARKER}"), (folder / MARKER).read_bytes())
 
     # --- coming down -------------------------------------------------------------------
+
+    def finished_up(self, key: str) -> bool:
+        """Whether the store holds the trial as finished (its marker is there)."""
+        return self.store.version(self._remote(f"{FINISHED}/{key}/{MARKER}")) is not None
 
     def pull_checkpoint(self, key: str) -> bool:
         """The trial's last uploaded checkpoint into the local run directory: True when there was one."""
@@ -101,7 +111,7 @@ class StoreMirror:
     def pull_trial(self, key: str) -> bool:
         """One trial as the store holds it, for the node about to train it: finished (its result,
         marker last: True), or its records and last checkpoint (False)."""
-        if self.store.version(self._remote(f"{FINISHED}/{key}/{MARKER}")) is not None:
+        if self.finished_up(key):
             for remote in self.store.keys(self._remote(f"{FINISHED}/{key}")):
                 name = remote.rsplit("/", 1)[-1]
                 if name != MARKER:

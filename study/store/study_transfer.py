@@ -15,12 +15,13 @@ from pathlib import Path
 
 from nmt.fileio import write_bytes
 from study.spec.model import STUDY_NAME
-from study.store.object_store import ObjectStore, StorageError, open_store
+from study.store.object_backend import ObjectStore, StorageError
+from study.store.object_store import open_store
 from study.store.ownership import key_path
 from study.store.records import experiment_dir
-from study.store.store_mirror import MARKER, StoreMirror, check_json
+from study.store.store_mirror import StoreMirror, check_json
 from study.store.study_state import STATE_FILE
-from study.store.trial_store import FINISHED, TrialStore
+from study.store.trial_store import TrialStore
 
 STUDY_FILES = (STATE_FILE, "command.txt")  # what --resume needs of the study folder
 SEARCH_DB = "optuna.db"  # a search study's Optuna study, in the store beside its trial store
@@ -65,10 +66,8 @@ def push_finished_trials(store: ObjectStore, study: str, exp_dir: Path) -> int:
     mirror, store_of = StoreMirror(store, trial_store_prefix(study), exp_dir), TrialStore(exp_dir)
     pushed = 0
     for key in store_of.keys():
-        if store_of.finished_metrics(key) is None or store.version(f"{trial_store_prefix(study)}/{FINISHED}/{key}/{MARKER}"):
-            continue
-        mirror.push_records(key)
-        pushed += mirror.push_finished(key)
+        if store_of.finished_metrics(key) is not None and not mirror.finished_up(key):
+            pushed += mirror.push_result(key)
     return pushed
 
 

@@ -1,6 +1,9 @@
 """The object-store layer against a real S3 API on loopback (moto's server on 127.0.0.1, tests/conftest.py)
 and against a local directory: whole-object writes, write-once markers, conditional replacement, a
-lease that refuses a second holder, and one line for every way the storage can be wrong."""
+lease that refuses a second holder, and one line for every way the storage can be wrong.
+
+Modules covered here: ``study.store.directory_backend``, ``study.store.object_backend`` and
+``study.store.s3_backend``."""
 
 from __future__ import annotations
 
@@ -10,7 +13,10 @@ import time
 
 import pytest
 
-from study.store.object_store import DirectoryStore, S3Store, StorageError, open_store, take_lease
+from study.store.directory_backend import DirectoryStore
+from study.store.object_backend import ObjectStore, StorageError
+from study.store.object_store import BACKENDS, checked_uri, open_store, take_lease, worker_env
+from study.store.s3_backend import S3Store
 
 
 @pytest.fixture(params=["s3", "directory"])
@@ -123,3 +129,50 @@ def test_a_directory_store_refuses_keys_that_leave_it(tmp_path):
         with pytest.raises(StorageError, match="is not a key of this store"):
             store.write(key, b"x")
     assert not (tmp_path / "outside").exists()
+
+
+class MemoryStore(ObjectStore):
+    """A backend of a test's own, added as a new one is: one class and one entry of ``BACKENDS`` (only its URI
+    check and opening are reached here, not the object calls a real one implements)."""
+
+    uri_help = "mem:// (a test's memory)"
+    worker_env = ("MEM_PLACE",)
+
+    def __init__(self, name: str):
+        self.uri = f"mem://{name}"
+
+    @classmethod
+    def check_uri(cls, uri):
+        if uri == "mem://":
+            raise StorageError(f"--storage {uri}: name a memory")
+
+    @classmethod
+    def from_uri(cls, uri):
+        return cls(uri.removeprefix("mem://"))
+
+
+def test_a_backend_is_one_entry_of_the_registry(monkeypatch):
+    monkeypatch.setitem(BACKENDS, "mem", MemoryStore)
+    monkeypatch.setenv("MEM_PLACE", "rack 4")
+    assert open_store("mem://lab").where("k") == "mem://lab/k" and checked_uri("mem://lab") == "mem://lab"
+    assert worker_env("mem://lab") == {"MEM_PLACE": "rack 4"}
+    with pytest.raises(StorageError, match="^--storage mem://: name a memory$"):
+        open_store("mem://")
+    with pytest.raises(StorageError) as refused:
+        checked_uri("gs://bucket/x")
+    assert str(refused.value) == ("--storage gs://bucket/x: gs:// is not supported; use s3:// (any S3-compatible store, "
+                                  "with AWS_ENDPOINT_URL for one that is not AWS), a local directory or mem:// (a test's "
+                                  "memory)")
+
+
+def test_the_schemes_open_their_backends_and_tell_the_workers_where_the_store_is(monkeypatch, tmp_path):
+    s3, local, path = open_store("s3://lab/team/run1/"), open_store(f"file://{tmp_path}"), open_store(str(tmp_path))
+    assert isinstance(s3, S3Store) and (s3.bucket, s3.prefix) == ("lab", "team/run1")
+    assert isinstance(local, DirectoryStore) and isinstance(path, DirectoryStore) and local.root == path.root == tmp_path
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "never-sent")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    assert worker_env("s3://lab/x") == {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}  # where, never who
+    assert worker_env(str(tmp_path)) == {} and worker_env(None) == {}

@@ -1,7 +1,10 @@
 """A trial store mirrored through an object store: what one node uploads, another node (or a driver
 in an empty directory) gets back whole, a finished trial counts only once its marker is up, and a
 second attempt cannot overwrite the first one's result. Against moto's S3 server on loopback and a
-directory."""
+directory.
+
+Modules covered here: ``study.execution.callbacks``, ``study.execution.remote_study``,
+``study.store.records``, ``study.store.study_transfer`` and ``study.store.trial_store``."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import json
 import pytest
 
 from nmt.errors import UserError
-from study.store.object_store import DirectoryStore, S3Store, StorageError
+from study.store.directory_backend import DirectoryStore
+from study.store.object_backend import StorageError
+from study.store.s3_backend import S3Store
 from study.store.store_mirror import StoreMirror
 from study.store.study_transfer import pull_search, push_search
 from study.store.trial_store import TrialStore
