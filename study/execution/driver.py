@@ -40,7 +40,7 @@ from study.execution.ray_setup import (
     start_services,
     trial_resources,
 )
-from study.execution.remote_study import mirrored_study, pull_trial_records
+from study.store.remote_study import mirrored_study, pull_trial_records
 from study.execution.row_cost import row_work
 from study.execution.run_tracking import open_parent_run, open_tracking, runs_closed_on_error
 from study.execution.study_data import prepare_data

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from study.execution.dry_run import dry_run, stored_progress
 from study.execution.ray_setup import trial_resources, trials_at_once
-from study.execution.remote_study import store_view
+from study.store.remote_study import store_view
 from study.execution.study_data import prepare_data
 from study.spec.expansion import expand
 from study.spec.model import StudySpec, Trial
@@ -33,7 +33,7 @@ def dry_run_study(spec: StudySpec, options: RunOptions) -> int:
     resources = trial_resources(spec, options)
     concurrency = trials_at_once(resources, options)
     check_real_tree(experiment_dir(results, spec.name), "trial store")
-    # with --storage, what the store holds too, as the run would see it (study.execution.remote_study)
+    # with --storage, what the store holds too, as the run would see it (study.store.remote_study)
     with store_view(options.where.storage if options.continues else None, spec.name, results) as results_root:
         exp_dir = experiment_dir(results_root, spec.name)
         store = TrialStore(exp_dir)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from study.execution.disk_watch import StorageStopper
 from study.execution.ray_setup import trials_at_once
-from study.execution.remote_study import pull_trial_results, search_pusher
+from study.store.remote_study import pull_trial_results, search_pusher
 from study.execution.study_run import StudyRun
 from study.execution.trainable import SAMPLE, TRIAL, train_trial
 from study.spec.model import StudySpec

@@ -3,7 +3,7 @@ in an empty directory) gets back whole, a finished trial counts only once its ma
 second attempt cannot overwrite the first one's result. Against moto's S3 server on loopback and a
 directory.
 
-Modules covered here: ``study.execution.callbacks``, ``study.execution.remote_study``,
+Modules covered here: ``study.execution.callbacks``, ``study.store.remote_study``,
 ``study.store.records``, ``study.store.study_transfer`` and ``study.store.trial_store``."""
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def test_a_search_keeps_its_optuna_study_through_the_store(tmp_path):
 
 
 def test_a_study_run_here_first_puts_its_finished_trials_up_when_it_moves_to_a_store(remote, tmp_path):
-    from study.execution.remote_study import mirrored_study
+    from study.store.remote_study import mirrored_study
 
     here = TrialStore(tmp_path / "results" / "ray" / "s")  # finished without --storage
     trained_epochs(here, 2)
