@@ -34,6 +34,7 @@ import pandas as pd
 from nmt.fileio import write_lines
 from study.analysis.plateau import MIN_RISE, WINDOW
 from study.analysis.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, seed_interval, sentence_stats, t95
+from study.spec.metrics import Metric, TableFormat, per_trial_metrics, table_metrics
 from study.store.record_validation import read_text
 
 STATUSES = ("ok", "truncated", "diverged", "failed", "stopped", "running")
@@ -62,18 +63,24 @@ class StudyTable:
 
 
 def trials_frame(records: list[dict], plateau: dict[str, bool | None] | None = None) -> pd.DataFrame:
-    rows = []
+    """trials.csv: one row per trial, its metrics (those the registry, study.spec.metrics, shows per
+    trial), how long it trained, and its sampled parameters."""
+    metrics, rows = per_trial_metrics(), []
     for r in records:
         m = r["metrics"]
         rows.append({"label": r["label"], "row": r["row"], "seed": r["seed"], "status": r["status"],
-                     "test_bleu": m.get("test_bleu"), "valid_bleu": m.get("valid_bleu", m.get("best_valid_bleu")),
-                     "test_chrf": m.get("test_chrf"), "params": m.get("params"),
-                     "weight_matrices": m.get("weight_matrices"), "train_tokens_per_s": m.get("train_tokens_per_s"),
-                     "decode_words_per_s": m.get("decode_words_per_s"), "epochs": epochs_trained(r),
+                     **{metric.name: _trial_value(m, metric) for metric in metrics}, "epochs": epochs_trained(r),
                      "best_epoch": m.get("best_epoch"), "still_improving": still_improving(r, plateau), "steps": m.get("steps"),
                      "train_tokens": m.get("train_tokens"), "stop_reason": m.get("stop_reason", ""), "key": r["key"],
                      "error": r.get("error", ""), **{f"param:{k}": v for k, v in r["params"].items()}})
     return pd.DataFrame(rows)
+
+
+def _trial_value(metrics: dict, metric: Metric):
+    """A trial's value of ``metric``; a record without it shows its ``trials_fallback`` key's value."""
+    if metric.name in metrics or not metric.trials_fallback:
+        return metrics.get(metric.name)
+    return metrics.get(metric.trials_fallback)
 
 
 def epochs_trained(record: dict) -> float | None:
@@ -147,13 +154,7 @@ def _aggregate(label: str, group: list[dict], planned: int = 0, plateau: dict[st
     mean = sum(bleu) / n if n else math.nan
     std = (sum((b - mean) ** 2 for b in bleu) / (n - 1)) ** 0.5 if n > 1 else (0.0 if n == 1 else math.nan)
     half = t95(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
-
-    def mean_of(key: str, records: list[dict]) -> float:
-        values = [float(r["metrics"][key]) for r in records if r["metrics"].get(key) is not None]
-        return sum(values) / len(values) if values else math.nan
-
     measured = [r for r in group if r["status"] in ("ok", "truncated", "diverged", "stopped")]
-    first = next((r for r in group if r["metrics"].get("params")), None)
     errors = sorted({r["error"] for r in group if r.get("error")})
     epochs = [e for e in (epochs_trained(r) for r in ok) if e is not None]
     best = [float(r["metrics"]["best_epoch"]) for r in ok if r["metrics"].get("best_epoch") is not None]
@@ -162,14 +163,32 @@ def _aggregate(label: str, group: list[dict], planned: int = 0, plateau: dict[st
         "epochs_min": min(epochs, default=math.nan), "epochs_max": max(epochs, default=math.nan),
         "best_epoch_min": min(best, default=math.nan), "best_epoch_max": max(best, default=math.nan),
         "still_improving": sum(still_improving(r, plateau) for r in ok), "uneven_epochs": len(set(epochs)) > 1,
-        "valid_bleu": mean_of("valid_bleu", ok or measured), "chrf": mean_of("test_chrf", ok),
-        "params": int(first["metrics"]["params"]) if first else None,
-        "weight_matrices": int(first["metrics"]["weight_matrices"]) if first and first["metrics"].get("weight_matrices") else None,
-        "train_tokens_per_s": mean_of("train_tokens_per_s", measured),
-        "decode_words_per_s": mean_of("decode_words_per_s", ok),
+        **_metric_columns(group, ok, measured),
         **counts, "status": status_text(counts, errors, not_started=max(planned - len(group), 0)),
         "seeds": max(len(group), planned),
     }
+
+
+def _metric_columns(group: list[dict], scored: list[dict], measured: list[dict]) -> dict:
+    """The row's value of each metric with a table column (study.spec.metrics), summarised over
+    the trials its ``column.summary`` names."""
+    # a trial records its parameter count once it has built its model
+    first_built = next((r for r in group if r["metrics"].get("params")), None)
+    trials = {"scored": scored, "measured": measured, "scored, else measured": scored or measured}
+    values = {}
+    for metric in table_metrics():
+        column = metric.column
+        if column.summary == "first built":
+            value = first_built["metrics"].get(metric.name) if first_built else None
+            values[column.key] = int(value) if value else None
+        else:
+            values[column.key] = _mean_of(metric.name, trials[column.summary])
+    return values
+
+
+def _mean_of(key: str, records: list[dict]) -> float:
+    values = [float(r["metrics"][key]) for r in records if r["metrics"].get(key) is not None]
+    return sum(values) / len(values) if values else math.nan
 
 
 # a table rebuilt between sessions cannot tell a trial in training from one a stopped driver left
@@ -289,6 +308,13 @@ def format_p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
+def format_column(value, shown_as: TableFormat) -> str:
+    """A cell of a metric's column, as its registry entry (study.spec.metrics) says."""
+    if shown_as == "count":
+        return _count(value)
+    return format_number(value, 0 if shown_as == "0 decimals" else 2)
+
+
 def _count(value) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -372,16 +398,16 @@ def warnings(rows: pd.DataFrame) -> list[str]:
     return lines
 
 
-# right-aligned in Markdown; every other column reads as text
-NUMBER_COLUMNS = frozenset({"BLEU", "± std", "Δ", "p", "valid BLEU", "chrF", "params", "WM", "train tok/s",
-                            "decode w/s", "sum of single Δ", "departure"})
+# right-aligned in Markdown, as every metric's column is; every other column reads as text
+NUMBER_COLUMNS = frozenset({"BLEU", "± std", "Δ", "p", "sum of single Δ", "departure"})
 
 
 def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
     """A shown table (``display_frame``) as Markdown: bold title, the table, its notes. The cells are
     written as ``display_frame`` formatted them: left to itself, tabulate would read "+0.30" as a
     number and print "0.3"."""
-    align = ["right" if column in NUMBER_COLUMNS else "left" for column in frame.columns]
+    numbers = NUMBER_COLUMNS | {metric.column.header for metric in table_metrics()}
+    align = ["right" if column in numbers else "left" for column in frame.columns]
     body = frame.apply(lambda column: column.map(markdown_cell)).to_markdown(index=False, disable_numparse=True, colalign=align)
     return f"**{markdown_text(title)}**\n\n" + body + "\n" + "".join(f"\n{markdown_text(note)}\n" for note in notes)
 
@@ -389,7 +415,7 @@ def markdown_table(frame: pd.DataFrame, title: str, notes: list[str]) -> str:
 def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
     """The table as shown (formatted cells, one row per configuration); markdown, LaTeX, the HTML
     report and study.compare all show this frame."""
-    out = []
+    out, metrics = [], table_metrics()
     for row in rows.to_dict("records"):
         no_bleu = row["n"] == 0
         bleu = row["status"].split(" (")[0] if no_bleu else format_number(row["bleu_mean"])
@@ -407,12 +433,7 @@ def display_frame(rows: pd.DataFrame, reference: str | None) -> pd.DataFrame:
             "epochs": _span(row["epochs_min"], row["epochs_max"]) + (f" {UNEVEN}" if row["uneven_epochs"] else ""),
             "best epoch": _span(row["best_epoch_min"], row["best_epoch_max"])
             + (f" {STILL_IMPROVING}" if row["still_improving"] else ""),
-            "valid BLEU": format_number(row["valid_bleu"]),
-            "chrF": format_number(row["chrf"]),
-            "params": _count(row["params"]),
-            "WM": format_number(row["weight_matrices"], 0),  # NaN, not None, in a column with rows that have no trials
-            "train tok/s": format_number(row["train_tokens_per_s"], 0),
-            "decode w/s": format_number(row["decode_words_per_s"], 0),
+            **{metric.column.header: format_column(row[metric.column.key], metric.column.shown_as) for metric in metrics},
             "status": row["status"],
         })
     return pd.DataFrame(out)

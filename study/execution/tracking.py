@@ -42,6 +42,7 @@ from nmt.errors import UserError
 from nmt.typed_config import flatten
 from study.analysis.tables import still_improving
 from study.execution.sqlite_store import ensure_store
+from study.spec.metrics import logged_at_end, logged_each_epoch, row_logged
 from study.spec.options import print_line
 
 log = logging.getLogger(__name__)
@@ -53,17 +54,15 @@ TERMINAL = {"ok": "FINISHED", "truncated": "FINISHED", "diverged": "FINISHED", "
             "stopped": "FINISHED"}
 
 
+# what MLflow logs is declared in the metric registry (study.spec.metrics):
 # per-epoch metrics a trial's child run records (step = epoch): its learning curves
-EPOCH_LOGGED = ("train_loss", "train_ppl", "valid_ppl", "valid_bleu", "best_valid_bleu", "steps", "train_tokens", "lr",
-                "train_tokens_per_s", "elapsed_s", "grad_norm_mean", "grad_norm_max", "clipped_share")
+EPOCH_LOGGED = logged_each_epoch()
 # a trial's results, logged once when it ends
-FINAL_LOGGED = ("test_bleu", "test_chrf", "epochs", "best_epoch", "params", "weight_matrices", "train_seconds",
-                "decode_words_per_s")
+FINAL_LOGGED = logged_at_end()
 # the rest of a trial's record that says how it ran, as tags (the record's identity is tagged already)
 NOT_TAGGED = {"final", "seed", "label", "status", "trial_key", "cell"}
 # the parent run's per-row metrics: table column -> metric name
-ROW_LOGGED = {"bleu_mean": "bleu", "bleu_std": "bleu_std", "delta": "delta", "chrf": "chrf",
-              "train_tokens_per_s": "train_tokens_per_s"}
+ROW_LOGGED = row_logged()
 
 
 RESULTS_TAG = "results_dir"  # every run's tag: the results directory whose driver logged it

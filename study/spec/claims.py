@@ -32,11 +32,9 @@ from typing import Literal
 
 from nmt.errors import ConfigError
 from nmt.typed_config import build_dataclass, suggest
+from study.spec.metrics import claim_metrics
 
 CLAIM_KINDS = ("direction", "size", "no_difference", "diverges")
-# the final metrics of a trial a claim may compare (test BLEU unless it says otherwise)
-CLAIM_METRICS = ("test_bleu", "test_chrf", "valid_bleu", "params", "weight_matrices", "train_tokens_per_s",
-                 "decode_words_per_s")
 CLAIM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
 
 
@@ -105,9 +103,10 @@ def validate_claims(claims: list[ClaimSpec], labels: list[str], reference: str |
         seen.add(claim.name)
         if not claim.says.strip():
             fail("says", "missing; one line saying what the paper claims")
-        if claim.metric not in CLAIM_METRICS:
-            fail("metric", f"= {claim.metric!r}{suggest(claim.metric, list(CLAIM_METRICS), '', quote=True)}; a claim "
-                           f"compares one of {', '.join(CLAIM_METRICS)}")
+        allowed = claim_metrics()
+        if claim.metric not in allowed:
+            fail("metric", f"= {claim.metric!r}{suggest(claim.metric, list(allowed), '', quote=True)}; a claim "
+                           f"compares one of {', '.join(allowed)}")
         _validate_comparison(claim, labels, reference, fail)
         _validate_paper(claim, fail)
 

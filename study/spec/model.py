@@ -86,15 +86,6 @@ MAX_TRIALS = 2000  # default cap (--max-trials): a larger study is almost always
 
 
 
-# Metrics every epoch reports (what schedulers and searchers can act on) and those known only at the end.
-EPOCH_METRICS = ("valid_bleu", "valid_ppl", "train_loss", "train_ppl", "train_tokens_per_s", "best_valid_bleu")
-
-
-
-FINAL_METRICS = ("test_bleu", "test_chrf", "decode_words_per_s", "params", "weight_matrices")
-
-
-
 @dataclass
 class MetricSpec:
     name: str = "valid_bleu"

@@ -8,7 +8,8 @@ from nmt.errors import ConfigError
 from nmt.typed_config import apply_overrides, check_text, suggest
 from study.spec.claims import validate_claims
 from study.spec.expansion import count_trials, expand, varied_keys
-from study.spec.model import EPOCH_METRICS, FINAL_METRICS, NMT_SECTIONS, RESERVED_NAMES, STUDY_NAME, StudySpec
+from study.spec.metrics import epoch_metrics, final_metrics
+from study.spec.model import NMT_SECTIONS, RESERVED_NAMES, STUDY_NAME, StudySpec
 
 
 def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
@@ -154,7 +155,8 @@ def _check_size(spec: StudySpec, fail) -> None:
 
 
 def _validate_metrics(spec: StudySpec, fail) -> None:
-    known = EPOCH_METRICS + FINAL_METRICS
+    each_epoch = epoch_metrics()
+    known = each_epoch + final_metrics()
     for metric in spec.metrics:
         if metric.name not in known:
             fail("metric.name", f"= {metric.name!r} is not reported by trials"
@@ -166,9 +168,9 @@ def _validate_metrics(spec: StudySpec, fail) -> None:
             fail("metric", "several objectives need a search (search: {algorithm: optuna, ...})")
         if spec.fields.scheduler.type != "fifo":
             fail("scheduler", "early stopping (asha) needs a single metric; use scheduler: fifo with several objectives")
-    if spec.fields.scheduler.type == "asha" and spec.metrics[0].name not in EPOCH_METRICS:
+    if spec.fields.scheduler.type == "asha" and spec.metrics[0].name not in each_epoch:
         fail("metric.name", f"= {spec.metrics[0].name!r} is known only when a trial ends; asha compares "
-                            f"trials every epoch: use one of {', '.join(EPOCH_METRICS)}")
+                            f"trials every epoch: use one of {', '.join(each_epoch)}")
 
 
 

@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 
 from nmt.errors import UserError
+from study.spec.metrics import checked_metrics
 
 MAX_BYTES = 256 * 1024 * 1024  # far above any record the platform writes (a long history is a few MB)
 MAX_DEPTH = 32  # a trial's config is about 4 levels deep
@@ -148,13 +149,12 @@ def check_scalars(record: dict, where: str, fix: str = "", skip: tuple[str, ...]
 def check_metrics(record: dict, where: str, fix: str = "", prefix: str = "") -> dict:
     """A trial's metrics after an epoch, or when it finished (``history``: its epochs)."""
     check_scalars(record, where, fix, skip=("history",), prefix=prefix)
-    for key in ("epoch", "epochs"):  # a step or token budget can end a trial within an epoch (2.5)
-        check_field(record, key, NUMBER, where, fix, required=False, minimum=0, prefix=prefix)
-    for key in ("best_epoch", "steps"):
-        check_field(record, key, NUMBER, where, fix, required=False, minimum=0, whole=True, prefix=prefix)
-    for key in ("test_bleu", "valid_bleu", "test_chrf", "elapsed_seconds", "train_seconds", "train_tokens_per_s",
-                "decode_words_per_s", "params"):
-        check_field(record, key, NUMBER, where, fix, required=False, prefix=prefix)
+    # an epoch's number, fractional when a step or token budget ended a trial within it (2.5)
+    check_field(record, "epoch", NUMBER, where, fix, required=False, minimum=0, prefix=prefix)
+    for metric in checked_metrics():  # each as the registry (study.spec.metrics) says
+        check_field(record, metric.name, NUMBER, where, fix, required=False,
+                    minimum=None if metric.record_check == "number" else 0,
+                    whole=metric.record_check == "non-negative whole", prefix=prefix)
     check_field(record, "status", (str,), where, fix, required=False, prefix=prefix)
     if "history" in record:
         check_history(record["history"], where, fix, prefix=f"{prefix}history")
