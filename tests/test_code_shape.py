@@ -43,3 +43,22 @@ def test_no_function_runs_past_60_lines_without_a_reason():
                 if lines > LONGEST and f"more than {LONGEST} lines" not in " ".join((ast.get_docstring(node) or "").split()):
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+MOST_PARAMETERS = 8
+
+
+def test_no_function_in_study_takes_more_than_8_parameters():
+    """Options travel as one typed object (study.spec.options), a run's shared state as one StudyRun: a
+    function that needs more than 8 values is missing such an object."""
+    crowded = []
+    for path in sorted((ROOT / "study").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                arguments = node.args
+                names = [a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+                count = len([name for name in names if name not in ("self", "cls")])
+                count += (arguments.vararg is not None) + (arguments.kwarg is not None)
+                if count > MOST_PARAMETERS:
+                    crowded.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({count} parameters)")
+    assert crowded == []

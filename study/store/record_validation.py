@@ -18,6 +18,7 @@ import json
 import math
 import re
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.errors import UserError
@@ -112,11 +113,24 @@ def check_mapping(value: object, where: str, fix: str = "") -> dict:
     return value
 
 
+@dataclass(frozen=True)
+class Bound:
+    """A number's range in a record: at least ``minimum`` and, with ``whole``, a whole number (epochs are
+    stored as 3 or 3.0)."""
+
+    minimum: float
+    whole: bool = False
+
+
+NON_NEGATIVE = Bound(0)
+# the registry's record checks (study.spec.metrics) as bounds
+METRIC_BOUNDS = {"number": None, "non-negative": NON_NEGATIVE, "non-negative whole": Bound(0, whole=True)}
+
+
 def check_field(record: dict, key: str, kinds: tuple[type, ...], where: str, fix: str = "", required: bool = True,
-                minimum: float | None = None, whole: bool = False, prefix: str = "") -> object:
-    """``record[key]`` checked to be one of ``kinds`` (bool is never an int or a float here), at
-    least ``minimum`` and, with ``whole``, a whole number (epochs are stored as 3 or 3.0); a
-    missing optional field is None. ``prefix`` places the record in its file (``epochs[2].``)."""
+                bound: Bound | None = None, prefix: str = "") -> object:
+    """``record[key]`` checked to be one of ``kinds`` (bool is never an int or a float here) and within
+    ``bound``; a missing optional field is None. ``prefix`` places the record in its file (``epochs[2].``)."""
     name = f"'{prefix}{key}'"
     if key not in record or (record[key] is None and not required):
         if required:
@@ -126,9 +140,9 @@ def check_field(record: dict, key: str, kinds: tuple[type, ...], where: str, fix
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
         wanted = "a number" if kinds == NUMBER else " or ".join(_KIND_NAMES.get(kind, kind.__name__) for kind in kinds)
         raise BadRecord(_line(where, f"{name} is {_shown(value)}, not {wanted}", fix))
-    if minimum is not None and value < minimum:
-        raise BadRecord(_line(where, f"{name} is {_shown(value)}, below {minimum:g}", fix))
-    if whole and value != int(value):
+    if bound is not None and value < bound.minimum:
+        raise BadRecord(_line(where, f"{name} is {_shown(value)}, below {bound.minimum:g}", fix))
+    if bound is not None and bound.whole and value != int(value):
         raise BadRecord(_line(where, f"{name} is {_shown(value)}, not a whole number", fix))
     return value
 
@@ -150,11 +164,10 @@ def check_metrics(record: dict, where: str, fix: str = "", prefix: str = "") -> 
     """A trial's metrics after an epoch, or when it finished (``history``: its epochs)."""
     check_scalars(record, where, fix, skip=("history",), prefix=prefix)
     # an epoch's number, fractional when a step or token budget ended a trial within it (2.5)
-    check_field(record, "epoch", NUMBER, where, fix, required=False, minimum=0, prefix=prefix)
+    check_field(record, "epoch", NUMBER, where, fix, required=False, bound=NON_NEGATIVE, prefix=prefix)
     for metric in checked_metrics():  # each as the registry (study.spec.metrics) says
-        check_field(record, metric.name, NUMBER, where, fix, required=False,
-                    minimum=None if metric.record_check == "number" else 0,
-                    whole=metric.record_check == "non-negative whole", prefix=prefix)
+        check_field(record, metric.name, NUMBER, where, fix, required=False, bound=METRIC_BOUNDS[metric.record_check],
+                    prefix=prefix)
     check_field(record, "status", (str,), where, fix, required=False, prefix=prefix)
     if "history" in record:
         check_history(record["history"], where, fix, prefix=f"{prefix}history")
@@ -169,7 +182,7 @@ def check_history(epochs: object, where: str, fix: str = "", prefix: str = "epoc
         place = f"{prefix}[{index}]"
         if not isinstance(entry, dict):
             raise BadRecord(_line(where, f"'{place}' is {_shown(entry)}, not an epoch's record", fix))
-        check_field(entry, "epoch", NUMBER, where, fix, minimum=0, prefix=f"{place}.")
+        check_field(entry, "epoch", NUMBER, where, fix, bound=NON_NEGATIVE, prefix=f"{place}.")
         check_metrics(entry, where, fix, prefix=f"{place}.")
     return epochs
 
@@ -177,11 +190,11 @@ def check_history(epochs: object, where: str, fix: str = "", prefix: str = "epoc
 def check_identity(record: dict, where: str, fix: str = "") -> dict:
     """trial.json: who a trial is."""
     check_field(record, "label", (str,), where, fix)
-    check_field(record, "row", (int,), where, fix, minimum=0)
+    check_field(record, "row", (int,), where, fix, bound=NON_NEGATIVE)
     check_field(record, "seed", (int,), where, fix)
     check_field(record, "config", (dict,), where, fix)
     check_field(record, "params", (dict,), where, fix, required=False)
-    check_field(record, "sample", (int,), where, fix, required=False, minimum=0)
+    check_field(record, "sample", (int,), where, fix, required=False, bound=NON_NEGATIVE)
     for key in ("key", "node_id", "cpu"):
         check_field(record, key, (str,), where, fix, required=False)
     return record
