@@ -169,7 +169,6 @@ def cpu_name() -> str:
     return platform.machine() or "unknown CPU"
 
 
-
 def has_avx2() -> bool:
     """True on an x86-64 CPU with AVX2 (one whose flags cannot be read counts: torch's check then says
     what it uses); False on any other architecture."""

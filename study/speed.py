@@ -17,7 +17,6 @@ def positive(text: str) -> int:
     return value
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=program_name("study.speed"),
@@ -37,7 +36,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="torch threads (default 1, as a trial of a study run with one CPU per trial)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks for bad input")
     return parser
-
 
 
 def main(argv: list[str] | None = None) -> int:

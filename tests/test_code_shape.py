@@ -4,6 +4,7 @@ below, and no function runs past 60 lines unless its docstring says why."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,3 +63,11 @@ def test_no_function_in_study_takes_more_than_8_parameters():
                 if count > MOST_PARAMETERS:
                     crowded.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({count} parameters)")
     assert crowded == []
+
+
+def test_no_runs_of_three_blank_lines():
+    """Two blank lines separate top-level definitions; three or more are noise that hides structure."""
+    runs = [f"{path.relative_to(ROOT)}:{text[:match.start()].count(chr(10)) + 2}"
+            for folder in ("nmt", "study", "tests", "scripts") for path in sorted((ROOT / folder).rglob("*.py"))
+            for text in [path.read_text(encoding="utf-8")] for match in re.finditer(r"\n\n\n\n", text)]
+    assert runs == []

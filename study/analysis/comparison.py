@@ -38,7 +38,6 @@ from study.store.ownership import owned_path
 UNPAIRED = "n/a"  # shown in the Δ CI and p cells of rows that cannot be tested against the reference
 
 
-
 @dataclass
 class Comparison:
     table: StudyTable  # labels made unique across sources
@@ -81,7 +80,6 @@ class Comparison:
         return rows.to_csv(index=False)
 
 
-
 def source_names(directories: list[Path]) -> list[str]:
     """How the table names each source: its directory's name, with its parent's name as well
     when two sources share a name (results/ablation_srnmt and results/reference/ablation_srnmt)."""
@@ -91,7 +89,6 @@ def source_names(directories: list[Path]) -> list[str]:
         if names.count(name) > 1:
             raise UserError(f"{directory} is given twice; name each study once")
     return names
-
 
 
 def combined_labels(names: list[str], labels: list[list[str]]) -> list[list[str]]:
@@ -104,7 +101,6 @@ def combined_labels(names: list[str], labels: list[list[str]]) -> list[list[str]
         clash = next(label for label in flat if flat.count(label) > 1)
         raise UserError(f"two rows would both be labelled {clash!r}; rename one of the studies' rows")
     return combined
-
 
 
 def pick_reference(requested: str | None, first: StoredStudy, first_labels: dict[str, str],
@@ -122,7 +118,6 @@ def pick_reference(requested: str | None, first: StoredStudy, first_labels: dict
     raise UserError(f"--reference {requested!r}: no such row; the rows are: " + ", ".join(repr(c) for c in all_labels))
 
 
-
 def why_unpaired(study: StoredStudy, name: str, reference: StoredStudy, reference_name: str) -> str:
     """Why ``study``'s rows cannot be tested against a row of ``reference`` ("" when they can)."""
     if reference.references is None:
@@ -134,7 +129,6 @@ def why_unpaired(study: StoredStudy, name: str, reference: StoredStudy, referenc
         return (f"it was tested on a different test set than {reference_name} (their test.ref files differ, "
                 f"{sizes}); its Δ compares scores on different test sets")
     return ""
-
 
 
 def compare(studies: list[StoredStudy], names: list[str], reference: str | None = None,
@@ -180,7 +174,6 @@ def compare(studies: list[StoredStudy], names: list[str], reference: str | None 
     return Comparison(table, sources, unpaired)
 
 
-
 def resolve_source(argument: str, results_root: Path) -> Path:
     """The result directory an argument names: ``<results>/NAME`` for a study name, else a path."""
     if STUDY_NAME.fullmatch(argument) and (results_root / argument).is_dir():
@@ -192,7 +185,6 @@ def resolve_source(argument: str, results_root: Path) -> Path:
         raise UserError(f"unknown study {argument!r}: no directory {results_root / argument} and no directory "
                         f"{argument}; give a study name under --results or a study's result directory")
     raise UserError(f"{argument}: no such directory; give a study name under --results or a study's result directory")
-
 
 
 def write_comparison(comparison: Comparison, out: Path) -> list[Path]:
@@ -207,9 +199,7 @@ def write_comparison(comparison: Comparison, out: Path) -> list[Path]:
     return paths
 
 
-
 MAX_STEM_BYTES = 120  # a comparison's default directory name; with its files' names well under 255 bytes
-
 
 
 def output_dir(requested: Path | None, names: list[str], results_root: Path, reference: str | None = None) -> Path:

@@ -38,7 +38,6 @@ from study.store.study_state import command_history, read_study_state
 REPORT_FILE = "report.html"
 
 
-
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
        max-width: 1200px; padding: 0 1em; color: #222; line-height: 1.45; }
@@ -63,7 +62,6 @@ footer { margin-top: 3em; font-size: 0.8em; color: #777; }
 """
 
 
-
 LEGEND = ("BLEU, ± std: test BLEU (sacreBLEU) mean and standard deviation over the seeds that finished. "
           "Δ: difference of the mean to the reference row (highlighted). 95% CI: Student-t interval of the mean "
           "over seeds. Δ CI (seeds): Welch interval of Δ over the two rows' seeds (another training run). "
@@ -73,11 +71,9 @@ LEGEND = ("BLEU, ± std: test BLEU (sacreBLEU) mean and standard deviation over 
           "different numbers of epochs.")
 
 
-
 def _text(value) -> str:
     """A recorded value as text: strings as they are, anything else as JSON."""
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-
 
 
 def results_table(table: StudyTable) -> str:
@@ -86,11 +82,9 @@ def results_table(table: StudyTable) -> str:
             + f'\n<p class="legend">{html.escape(LEGEND)}</p>')
 
 
-
 def additivity_table(additivity: Additivity) -> str:
     """An ablation's additivity table as HTML: the same cells and notes as additivity.md."""
     return html_table(additivity.frame(), additivity.title, additivity.notes())
-
 
 
 def html_table(frame: pd.DataFrame, title: str, notes: list[str], marked_label: str | None = None) -> str:
@@ -108,7 +102,6 @@ def html_table(frame: pd.DataFrame, title: str, notes: list[str], marked_label: 
             + (f'\n<div class="notes">{shown_notes}</div>' if shown_notes else ""))
 
 
-
 def figure_paths(study_dir: Path) -> list[Path]:
     """Every PNG figure in the study's directory: its own first, then those of subdirectories
     (analyses), each group by name. Regular files only, found without following a link: a link
@@ -118,7 +111,6 @@ def figure_paths(study_dir: Path) -> list[Path]:
         found += [Path(parent) / name for name in files if name.endswith(".png")]
     found = [path for path in found if regular_file(path, "remove it; a study's directory holds only what it wrote")]
     return sorted(found, key=lambda p: (len(p.relative_to(study_dir).parts), p.relative_to(study_dir).as_posix()))
-
 
 
 def figures(study_dir: Path) -> str:
@@ -133,17 +125,14 @@ def figures(study_dir: Path) -> str:
     return "\n".join(parts) if parts else "<p>No figures in the study's directory.</p>"
 
 
-
 def key_value_table(items: dict) -> str:
     rows = "".join(f"<tr><th>{html.escape(str(key))}</th><td>{html.escape(_text(value))}</td></tr>"
                    for key, value in items.items())
     return f'<div class="scroll"><table class="keys">{rows}</table></div>'
 
 
-
 def _yaml(tree) -> str:
     return yaml.safe_dump(tree, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
-
 
 
 def configuration(study_dir: Path, state: dict) -> str:
@@ -164,7 +153,6 @@ def configuration(study_dir: Path, state: dict) -> str:
     return "\n".join(parts)
 
 
-
 def environment(state: dict) -> str:
     run = {key: state[key] for key in ("started", "fingerprint", "tracking_uri", "parent_run_id") if state.get(key)}
     recorded = state.get("environment")
@@ -175,7 +163,6 @@ def environment(state: dict) -> str:
         parts += ["<h3>Run</h3>", "<p>When it started, the study's fingerprint (what --resume compares) and its "
                   "MLflow parent run.</p>", key_value_table(run)]
     return "\n".join(parts)
-
 
 
 def render_report(study_dir: Path, state: dict, table: StudyTable, additivity: Additivity | None = None,
@@ -212,7 +199,6 @@ def render_report(study_dir: Path, state: dict, table: StudyTable, additivity: A
         "</html>",
     ]
     return "\n".join(section for section in sections if section)
-
 
 
 def write_html_report(study_dir: Path, table: StudyTable | None = None, additivity: Additivity | None = None,

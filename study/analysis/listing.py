@@ -22,9 +22,7 @@ from study.store.study_state import STATE_FILE, is_smoke_run
 DEFAULT_PLACES = (Path("results"), Path("results") / "smoke", Path("results") / "reference")
 
 
-
 REFERENCE_FOLDER = "multi30k"  # search_spaces/multi30k/: the study files of the reference runs
-
 
 
 def show_trials(places: list[Path] | None, argument: str) -> list[str]:
@@ -90,7 +88,6 @@ def results_state(place: Path, name: str) -> str | None:
     except Exception:  # a state file of an older version: the count of finished trials still helps
         return f"{activity} ({done} trials done)"
     return f"{activity} ({done}/{total} trials done)"
-
 
 
 def driver_alive(place: Path, name: str) -> bool:

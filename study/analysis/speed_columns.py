@@ -12,11 +12,9 @@ from study.store.record_validation import read_json
 SPEED_FILE = "speed.json"
 
 
-
 TRIAL_TIMINGS_NOTE = ("train tok/s and decode w/s: the trials' own timings (mean over seeds), taken while they "
                       "trained, so they also measure what else the machine ran then; python -m study.speed NAME "
                       "times every row in one pass.")
-
 
 
 def read_speed(study_dir: Path) -> dict | None:
@@ -39,7 +37,6 @@ def read_speed(study_dir: Path) -> dict | None:
     return speed
 
 
-
 def speed_note(speed: dict, untimed: list[str]) -> str:
     """The table's note on where its speed columns come from."""
     threads = f"{speed['threads']} thread" + ("s" if speed["threads"] != 1 else "")
@@ -49,7 +46,6 @@ def speed_note(speed: dict, untimed: list[str]) -> str:
     if untimed:
         note += f" Not in that pass (run it again): {', '.join(untimed)}."
     return note
-
 
 
 def with_speed(rows, speed: dict | None):

@@ -31,7 +31,6 @@ class TableLayout:
     planned_seeds: dict[str, int] | None = None  # trials each row will have; None for search studies
 
 
-
 def table_layout(spec: StudySpec) -> TableLayout:
     """Title, reference row, row order and planned trials per row of a study's table, as its run writes it."""
     title = spec.fields.table.title or spec.fields.description
@@ -43,7 +42,6 @@ def table_layout(spec: StudySpec) -> TableLayout:
     trials = sorted(expand(spec), key=lambda t: t.row)
     return TableLayout(title, reference, list(dict.fromkeys(t.label for t in trials)),
                        dict(Counter(t.label for t in trials)))
-
 
 
 @dataclass
@@ -74,7 +72,6 @@ class StoredStudy:
         """The table's rows in order (no significance test is run for this)."""
         layout = self.layout
         return list(build_table(self.records, layout.title, None, None, layout.row_order).rows["label"])
-
 
 
 def load_stored_study(study_dir: Path) -> StoredStudy:

@@ -48,9 +48,7 @@ budget: {{epochs: {epochs}}}
 """
 
 
-
 TRIALS_ANNOUNCED = re.compile(r"\d+ trials? \(")  # study.run's line just before Ray Tune starts the trials
-
 
 
 # the target: a study's fixed cost (imports, MLflow store, Ray start and stop, tables) at most half the
@@ -69,7 +67,6 @@ variants:
 seeds: 1
 budget: {epochs: 1, steps: 1}
 """
-
 
 
 def check_counts(**counts: int) -> None:
@@ -108,7 +105,6 @@ def fixed_cost(repeats: int, as_json: bool) -> int:
     return 0
 
 
-
 def _time_around_trials(study_file: Path, results: Path) -> dict:
     """Seconds from the command's start to the line announcing the trials and from the line
     announcing their end to its exit, read from its output as it comes."""
@@ -134,14 +130,12 @@ def _time_around_trials(study_file: Path, results: Path) -> dict:
             "after_trials_seconds": round(after, 3), "trials_seconds": round(ended - launched, 3)}
 
 
-
 def _prepare_data(tree: dict, work: Path) -> None:
     # torch loads only where a model is built or timed, not when the driver starts
     from nmt.config import config_from_dict
     from nmt.data.pipeline import load_data
 
     load_data(config_from_dict(tree).data, log=None)
-
 
 
 def _run_sequentially(configs: list[dict], out: Path, threads: int) -> float:

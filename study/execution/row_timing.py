@@ -56,7 +56,6 @@ def row_configs(spec, records: list[dict]) -> dict[str, dict]:
             if trial.seed == 1}
 
 
-
 class RowTimer:
     """One row's model with its training step and its decoding, on data shared by the rows."""
 
@@ -128,7 +127,6 @@ class RowTimer:
             torch.cuda.synchronize(self.device)
 
 
-
 def measure(configs: dict[str, dict], batches: int, sentences: int, repeats: int, log) -> list[dict]:
     """Each row's training tokens/s and decoding words/s, fastest of ``repeats`` interleaved rounds."""
     # torch loads only where a model is built or timed, not when the driver starts
@@ -154,7 +152,6 @@ def measure(configs: dict[str, dict], batches: int, sentences: int, repeats: int
              "decode_words_per_s": timer.words / decode[label], "train_tokens": timer.tokens,
              "decode_words": timer.words, "beam": timer.cfg.decode.beam, "device": str(timer.device)}
             for label, timer in timers.items()]
-
 
 
 def machine_name() -> str:

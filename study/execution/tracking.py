@@ -72,8 +72,6 @@ def default_tracking_uri(results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / 'mlflow.db').resolve()}"
 
 
-
-
 class StudyTracker:
     def __init__(self, uri: str, study: str, artifact_root: Path | None = None, description: str = "",
                  varied: list[str] = (), run_tags: dict[str, str] | None = None,

@@ -27,14 +27,12 @@ def varied_keys(spec: StudySpec) -> list[str]:
     return keys
 
 
-
 def study_axes(spec: StudySpec) -> list[str]:
     """Every config key the study varies, whatever the way: grid axes and variants, ablated
     components, or searched parameters."""
     if spec.fields.search is not None:
         return list(spec.fields.search.space)
     return list(spec.fields.ablate or []) + [key for key in varied_keys(spec) if key not in (spec.fields.ablate or [])]
-
 
 
 def count_trials(spec: StudySpec) -> int:
@@ -47,7 +45,6 @@ def count_trials(spec: StudySpec) -> int:
     else:
         rows = max(1, len(f.variants or [])) * math.prod(len(values) for values in (f.grid or {}).values())
     return rows * f.seeds
-
 
 
 def shrink_for_smoke(spec: StudySpec) -> StudySpec:
@@ -87,7 +84,6 @@ def shrink_for_smoke(spec: StudySpec) -> StudySpec:
     return spec
 
 
-
 def expand(spec: StudySpec) -> list[Trial]:
     """Every (configuration, seed) of the study, validated. Search studies expand to their
     base config only (Optuna samples the rest while the study runs)."""
@@ -103,7 +99,6 @@ def expand(spec: StudySpec) -> list[Trial]:
     return trials
 
 
-
 def _rows(spec: StudySpec) -> list[tuple[str, dict]]:
     f = spec.fields
     if f.search is not None:
@@ -111,7 +106,6 @@ def _rows(spec: StudySpec) -> list[tuple[str, dict]]:
     if f.ablate:
         return _ablation_rows(spec)
     return _grid_rows(spec)
-
 
 
 def _ablation_rows(spec: StudySpec) -> list[tuple[str, dict]]:
@@ -144,7 +138,6 @@ def _ablation_rows(spec: StudySpec) -> list[tuple[str, dict]]:
     return rows
 
 
-
 def ablation_label(removed: tuple[str, ...]) -> str:
     """Paper-style row labels: "- LayerNorm" for one component, "- LN & MA" for several."""
     names = [component_names(key) for key in removed]
@@ -152,7 +145,6 @@ def ablation_label(removed: tuple[str, ...]) -> str:
         return f"- {names[0][0]}"
     shorts = [short for _, short in names]
     return "- " + ", ".join(shorts[:-1]) + " & " + shorts[-1]
-
 
 
 def _grid_rows(spec: StudySpec) -> list[tuple[str, dict]]:
@@ -180,7 +172,6 @@ def _grid_rows(spec: StudySpec) -> list[tuple[str, dict]]:
     return rows
 
 
-
 def grid_label(spec: StudySpec, variant_label: str | None, changes: dict) -> str:
     template = spec.fields.table.label
     if template:
@@ -201,7 +192,6 @@ def grid_label(spec: StudySpec, variant_label: str | None, changes: dict) -> str
     if variant_label:
         return f"{variant_label} ({body})" if body else variant_label
     return body or "base"
-
 
 
 def _variant_keys(spec: StudySpec, label: str) -> set[str]:

@@ -17,7 +17,6 @@ COMPONENTS = {
 }
 
 
-
 def component_names(key: str) -> tuple[str, str]:
     """A unit's option goes by its name alone: model.srnmt.highway is "Highway", as model.highway."""
     parts = key.split(".")

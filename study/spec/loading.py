@@ -32,17 +32,14 @@ def study_path(name_or_path: str) -> Path:
     return path
 
 
-
 def builtin_studies() -> list[str]:
     return sorted(p.stem for p in SPACES_DIR.glob("*.yaml"))
-
 
 
 def split_override(key: str) -> str:
     """``model.hidden`` -> ``base.model.hidden``; ``data.size`` and study keys stay."""
     first = key.split(".", 1)[0]
     return f"base.{key}" if first in NMT_SECTIONS else key
-
 
 
 def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run: bool = False,
@@ -68,7 +65,6 @@ def load_study(name_or_path: str, overrides: list[str] | None = None, smoke_run:
     return spec
 
 
-
 def check_corpus_vocabularies(spec: StudySpec, trials: list[Trial]) -> None:
     """Every vocabulary size the study's trials ask for fits the corpus (nmt.data.pipeline.check_vocabulary_size)."""
     # nmt.data loads torch and SentencePiece: only when a study's corpus is checked, not when a
@@ -84,13 +80,11 @@ def check_corpus_vocabularies(spec: StudySpec, trials: list[Trial]) -> None:
             check_vocabulary_size(config_from_dict(trial.config, source=spec.source).data, spec.source)
 
 
-
 def spec_to_dict(spec: StudySpec) -> dict:
     """The effective study (after --set, --smoke and data resolution) in study-file shape;
     ``spec_from_dict`` reads it back (study.table rebuilds tables from it)."""
     tree = dataclasses.asdict(spec.fields)
     return {key: value for key, value in tree.items() if value is not None}
-
 
 
 def spec_from_dict(tree: dict, source: str, expected_name: str | None = None,

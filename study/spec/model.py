@@ -49,9 +49,7 @@ def builtin_studies_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "search_spaces"
 
 
-
 SPACES_DIR = builtin_studies_dir()
-
 
 
 STUDY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
@@ -66,31 +64,25 @@ def checked_study_name(name: str) -> str:
     return name
 
 
-
 # folders of the results directory that are not studies: Ray's storage, MLflow's artifacts and
 # the committed reference results
 RESERVED_NAMES = ("ray", "mlflow-artifacts", "reference", "smoke", "compare")
-
 
 
 BUDGET_KEYS = {"epochs": "max_epochs", "steps": "max_steps", "tokens": "max_tokens", "patience": "patience",
                "min_epochs": "min_epochs", "minutes": "max_minutes"}  # budget.X -> train.Y
 
 
-
 NMT_SECTIONS = ("model", "train", "decode")
 
 
-
 MAX_TRIALS = 2000  # default cap (--max-trials): a larger study is almost always a typo (seeds: 100000000)
-
 
 
 @dataclass
 class MetricSpec:
     name: str = "valid_bleu"
     mode: Literal["max", "min"] = "max"
-
 
 
 @dataclass
@@ -100,12 +92,10 @@ class SchedulerSpec:
     reduction_factor: int = 2
 
 
-
 @dataclass
 class ResourcesSpec:
     cpu: float = 1.0  # per trial; also the torch threads of the trial
     gpu: float = 0.0  # per trial, fractions allowed (0.25 = four trials per GPU)
-
 
 
 @dataclass
@@ -122,7 +112,6 @@ class BudgetSpec:
     minutes: float | None = None
 
 
-
 @dataclass
 class SearchSpec:
     algorithm: Literal["optuna"] = "optuna"
@@ -132,7 +121,6 @@ class SearchSpec:
     space: dict = field(default_factory=dict)  # dotted key -> {type, low, high} | {type: categorical, choices}
 
 
-
 @dataclass
 class TableSpec:
     reference: str | None = None  # ablation: the full model's label; grid: the label of the reference row
@@ -140,7 +128,6 @@ class TableSpec:
     title: str | None = None
     plot: Literal["bar", "line", "pareto", "none"] = "bar"
     x: str | None = None  # line plot: the config key on the x axis
-
 
 
 @dataclass
@@ -167,7 +154,6 @@ class StudyFields:
     numerics: Literal["portable", "native"] = "portable"
 
 
-
 # keys that say how a study is read, not what it trains: --resume ignores changes to them, and
 # study.table STUDY_FILE takes them from the file (claims added or refined, a title corrected)
 READING_KEYS = ("claims", "description", "table.title")
@@ -190,7 +176,6 @@ def trained_part(tree: dict) -> dict:
     return out
 
 
-
 @dataclass
 class Trial:
     """One configuration with one seed: what Ray Tune runs as a trial."""
@@ -207,7 +192,6 @@ class Trial:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
-
 
 
 @dataclass
@@ -249,6 +233,5 @@ class StudySpec:
             if getattr(budget, name) is not None:
                 tree["train"][key] = getattr(budget, name)
         return tree
-
 
 

@@ -14,9 +14,7 @@ def config_key(config: dict) -> str:
     return hashlib.sha256(json.dumps(portable_config(config), sort_keys=True).encode()).hexdigest()[:12]
 
 
-
 DATA_FILES = ("train", "valid", "test")  # data keys that hold [SRC, TGT] file paths
-
 
 
 def portable_config(config: dict) -> dict:
@@ -35,7 +33,6 @@ def portable_config(config: dict) -> dict:
     return config if view == data else {**config, "data": view}
 
 
-
 def portable_data(data: dict) -> dict:
     """A data block without what differs between machines holding the same corpus:
     ``cache_dir`` is dropped (set to None, its default: where the SentencePiece models and
@@ -52,12 +49,10 @@ def portable_data(data: dict) -> dict:
     return view
 
 
-
 def portable_tree(tree: dict) -> dict:
     """A study tree (study file shape, the ``request`` of study.json) with its data block made portable."""
     data = tree.get("data")
     return {**tree, "data": portable_data(data)} if isinstance(data, dict) else tree
-
 
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}  # (real path, size, mtime) -> "name@digest", per process

@@ -14,7 +14,6 @@ def shape(spec) -> str:
     return f"{len({t.label for t in expand(spec)})} rows x {f.seeds} seed{'s' if f.seeds > 1 else ''}"
 
 
-
 def budget(spec) -> str:
     """"12 epochs, patience 3" and the trial budget's other limits."""
     train = spec.base_tree()["train"]

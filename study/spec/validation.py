@@ -153,7 +153,6 @@ def _check_size(spec: StudySpec, fail) -> None:
                    f"smaller, or raise the cap with --max-trials {trials}")
 
 
-
 def _validate_metrics(spec: StudySpec, fail) -> None:
     each_epoch = epoch_metrics()
     known = each_epoch + final_metrics()
@@ -173,9 +172,7 @@ def _validate_metrics(spec: StudySpec, fail) -> None:
                             f"trials every epoch: use one of {', '.join(each_epoch)}")
 
 
-
 DISTRIBUTIONS = ("uniform", "loguniform", "int", "categorical")
-
 
 
 def _validate_search(spec: StudySpec, fail) -> None:

@@ -16,9 +16,7 @@ from study.store.record_validation import BadRecord, check_mapping, check_state,
 STATE_FILE = "study.json"  # a study's state (study.execution.driver writes it); here because this module needs no Ray
 
 
-
 REFERENCES_FILE = "test.ref"
-
 
 
 def study_trials(spec: StudySpec, records: list[dict]) -> tuple[list[dict], list[dict]]:
@@ -44,13 +42,11 @@ def study_trials(spec: StudySpec, records: list[dict]) -> tuple[list[dict], list
     return sorted(kept, key=lambda r: order[id(r)]), sorted(left_out, key=lambda r: order[id(r)])
 
 
-
 def _same_trial(record: dict, trial) -> bool:
     try:
         return comparable(record["config"]) == comparable(trial.config)
     except (ConfigError, KeyError, TypeError, ValueError):
         return False
-
 
 
 def left_out_note(left_out: list[dict]) -> str:
@@ -61,11 +57,9 @@ def left_out_note(left_out: list[dict]) -> str:
             f"second copy of a row's seed): {shown}{more}.")
 
 
-
 def is_smoke_run(state: dict | None) -> bool:
     """Whether stored results come from a --smoke run (a check, which the next run replaces)."""
     return bool(state and (state.get("request") or {}).get("smoke"))
-
 
 
 def write_state(study_dir: Path, state: dict) -> None:
@@ -87,7 +81,6 @@ def read_state(study_dir: Path) -> dict | None:
     return None if state is None else check_mapping(state, str(path), fix)
 
 
-
 def command_history(state: dict | None) -> list[str]:
     """The commands that ran a study, oldest first (study.json's ``commands``; a study stored before
     they were kept has its last command only)."""
@@ -97,12 +90,10 @@ def command_history(state: dict | None) -> list[str]:
     return [state["command"]] if state.get("command") else []
 
 
-
 def with_command(history: list[str], command: str) -> list[str]:
     """The history with this run's command after it; a repeat of the last one (another --resume) is
     not listed twice."""
     return history + [command] if command and (not history or history[-1] != command) else history
-
 
 
 def read_study_state(study_dir: Path) -> dict:
@@ -114,7 +105,6 @@ def read_study_state(study_dir: Path) -> dict:
         raise UserError(f"{study_dir}: no {STATE_FILE}, so not the result directory of a study "
                         f"(python -m study.run NAME writes results/NAME/)")
     return check_state(state, str(path), "rerun the study with --resume to rewrite it")
-
 
 
 def read_references(study_dir: Path) -> list[str] | None:

@@ -198,7 +198,6 @@ def test_a_store_whose_writer_died_mid_transaction_is_rolled_back_and_used(tmp_p
         assert connection.execute("select count(*) from dead_writes").fetchone() == (0,)  # the dead write is undone
 
 
-
 def test_a_store_another_program_holds_is_one_line_that_says_so(tmp_path):
     database = tmp_path / "mlflow.db"
     full_store(database)
