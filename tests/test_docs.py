@@ -376,3 +376,22 @@ def test_python_shown_compiles_and_imports_what_exists(block):
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 importlib.import_module(alias.name)
+
+
+def test_the_architecture_names_every_module_in_its_folder_s_row():
+    """docs/architecture.md is where a newcomer looks a module up: every module of nmt/ and study/ is named
+    in the table row of its folder (study/'s entry points in the text above its table)."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1]: line for line in text.splitlines() if line.startswith("| `")}
+    missing = []
+    for package in ("nmt", "study"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            folder = path.parent.relative_to(ROOT / package).as_posix()
+            if path.name == "__init__.py" or "__pycache__" in path.parts:
+                continue
+            heads = (f"`{package}/`",) if folder == "." else (f"`{folder}/`", f"`{package}/{folder}/`")
+            place = next((row for head, row in rows.items() if any(h in head for h in heads)), "")
+            place = place or (text if folder == "." else "")
+            if f"`{path.name}`" not in place and f"`{folder}/{path.name}`" not in place:
+                missing.append(path.relative_to(ROOT).as_posix())
+    assert missing == [], f"name these in docs/architecture.md, in their folder's row: {missing}"
