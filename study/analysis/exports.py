@@ -96,6 +96,12 @@ def shown_path(path: Path) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
+def run_summary(study_dir: Path, outputs: list[Path]) -> list[str]:
+    """What a finished run prints of its exports: the tables, then the files written (relative to the
+    working directory where they lie inside it)."""
+    return [printed_tables(study_dir, outputs), f"wrote {', '.join(shown_path(p) for p in outputs)}"]
+
+
 def x_axis_name(spec: StudySpec, x_key: str) -> str:
     """The line plot's x axis: a key that a grid axis links with others ("a+b": every row sets
     them alike) is named with them, so a depth axis says that the decoder deepens too."""

@@ -29,7 +29,7 @@ from nmt.errors import UserError
 from nmt.fileio import check_writable_dir, write_lines
 from nmt.numerics import apply_numerics, has_avx2
 from nmt.ops.kernel_choice import check_kernels
-from study.analysis.exports import printed_tables, shown_path, write_command, write_exports
+from study.analysis.exports import run_summary, write_command, write_exports
 from study.analysis.tables import warnings as table_warnings
 from study.execution.disk_watch import StorageStopper, check_storage
 from study.execution.ray_setup import (
@@ -102,7 +102,7 @@ def check_placement(spec: StudySpec, options: RunOptions) -> tuple[str | None, d
         check_local_fit(resources, options)
     warning = check_kernels()  # the trial workers get the driver's switch: a bad one would fail every trial
     if warning:
-        options.say(f"warning: {warning}")
+        options.report.say(f"warning: {warning}")
     return address, resources
 
 
@@ -328,8 +328,8 @@ def finish(run: StudyRun, records: list[dict]) -> None:
                  wall_seconds=round(state.get("wall_seconds", 0) + time.time() - run.started, 1))
     write_state(run.study_dir, state)
     tracker.finish_parent("FINISHED", outputs)
-    say(printed_tables(run.study_dir, outputs))
-    say(f"wrote {', '.join(shown_path(p) for p in outputs)}")
+    for line in run_summary(run.study_dir, outputs):
+        say(line)
     say(f"MLflow: mlflow ui --backend-store-uri {run.tracking_uri} --host 127.0.0.1   (study '{spec.name}', parent run "
         f"{tracker.parent_id})")
     for line in table_warnings(table.rows):

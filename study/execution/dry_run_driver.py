@@ -25,10 +25,10 @@ from study.store.trial_store import TrialStore
 
 def dry_run_study(spec: StudySpec, options: RunOptions) -> int:
     """--dry-run: the data prepared (and cached), every row's model timed; no Ray, no results."""
-    options.say(f"study {spec.name}: {spec.fields.description}")
+    options.report.say(f"study {spec.name}: {spec.fields.description}")
     results = options.results_dir().resolve()
     sources = reuse_sources(spec, list(options.what.reuse_from), results)
-    prepared = prepare_data(spec, options.say)
+    prepared = prepare_data(spec, options.report.say)
     spec, stats = prepared.spec, prepared.stats
     resources = trial_resources(spec, options)
     concurrency = trials_at_once(resources, options)
@@ -40,7 +40,7 @@ def dry_run_study(spec: StudySpec, options: RunOptions) -> int:
         trials = expand(spec)
         stored = left_to_train(spec, options, exp_dir, trials, results_root) if options.continues else None
         reused = reusable_keys(trials, sources, store)
-    return dry_run(spec, stats, resources["cpu"], concurrency, log=options.say, reused=reused, stored=stored)
+    return dry_run(spec, stats, resources["cpu"], concurrency, log=options.report.say, reused=reused, stored=stored)
 
 
 def left_to_train(spec: StudySpec, options: RunOptions, exp_dir: Path, trials: list[Trial],

@@ -7,6 +7,7 @@ tracker, and ``study.json`` as stored and as this run wrote it. Also the states 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,14 +45,12 @@ class StudyRun:
     reuse_sources: list = field(default_factory=list)  # the --reuse-from studies' stores (study.store.reuse)
     tracker: StudyTracker | None = None
     tracking_uri: str = ""
+    say: Callable[[str], None] = field(init=False)  # the run's progress lines (options.report.say)
+    store: TrialStore = field(init=False)  # the trial store at exp_dir
 
-    @property
-    def say(self):
-        return self.options.say
-
-    @property
-    def store(self) -> TrialStore:
-        return TrialStore(self.exp_dir)
+    def __post_init__(self):
+        self.say = self.options.report.say
+        self.store = TrialStore(self.exp_dir)
 
     def trials_to_run(self) -> int:
         """The trials of the study: a search's samples, or one per row and seed."""

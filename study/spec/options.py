@@ -120,10 +120,6 @@ class RunOptions:
     report: Reporting = field(default_factory=Reporting)
 
     @property
-    def say(self) -> Callable[[str], None]:
-        return self.report.say
-
-    @property
     def continues(self) -> bool:
         """--resume or --extend: the study's stored trials are kept and continued."""
         return self.how.resume or self.how.extend

@@ -24,7 +24,7 @@ def check_resumable(spec: StudySpec, opts: RunOptions, state: dict | None, resul
         flag = "--extend" if opts.how.extend else "--resume"
         raise UserError(f"study {spec.name}: nothing to {flag[2:]} in {results_root}; run it without {flag}")
     if state is None:
-        opts.say(f"note: {results_root / spec.name / 'study.json'} is missing; the study continues from its trial "
+        opts.report.say(f"note: {results_root / spec.name / 'study.json'} is missing; the study continues from its trial "
                  f"store {exp_dir} (the study file given now says what the study is)")
 
 
