@@ -68,6 +68,10 @@ class DataConfig:
     cache_dir: str | None = None  # SentencePiece models and synthetic corpora; default ~/.cache/rnmt
 
 
+# the trainer's stop_reason for each train.early_stop rule (patience, plateau)
+EARLY_STOP_REASONS = ("early stopping", "plateau")
+
+
 @dataclass
 class TrainConfig:
     """Optimisation, schedules, budgets and seeding."""
@@ -90,6 +94,10 @@ class TrainConfig:
                             note=" (0 = never stop early)")
     min_epochs: int = setting(0, "early stopping: never before this many epochs have been trained; 0 = from the "
                                  "first", ge=0, note=" (0 = early stopping may act from the first epoch)")
+    # patience: stop after `patience` epochs without improvement (0: never); plateau: stop once the
+    # validation curve (train.valid_metric) is on a plateau by nmt.plateau's test, the test that marks
+    # a study's rows: then max_epochs is a safety net, and a run it ends was still improving
+    early_stop: Literal["patience", "plateau"] = "patience"
     patience_per_stage: bool = setting(
         False, "plateau: each lr stage trains to convergence (the SR-NMT paper's restart after convergence): "
                "a restart from the best epoch starts the early-stopping count afresh, and training stops only in "

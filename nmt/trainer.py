@@ -22,7 +22,10 @@ Schedules (``train.lr_decay``):
   model and optimiser restart from the best epoch with lr *= decay_factor
   (the SR-NMT paper's second training stage).
 - ``none``.
-Early stopping after ``patience`` epochs without improvement.
+Early stopping (``early_stop``): after ``patience`` epochs without improvement, or
+with ``plateau`` at the first epoch whose validation curve is on a plateau by
+``nmt.plateau``'s test (the one that marks a study's rows); either acts only from
+``min_epochs`` on.
 
 Budgets are counted, never timed, so the same seed gives the same model on an
 idle or a busy machine: ``max_epochs`` (passes over the training data),
@@ -52,7 +55,7 @@ from pathlib import Path
 import torch
 
 from nmt.checkpoint import BEST, STATE, CheckpointError, atomic_save, load_file, write_static_files
-from nmt.config import Config
+from nmt.config import EARLY_STOP_REASONS, Config
 from nmt.data.batching import make_batches
 from nmt.data.pipeline import ParallelData, load_data
 from nmt.durations import clock
@@ -63,6 +66,7 @@ from nmt.model import Seq2Seq, build_model
 from nmt.translator import translate
 from nmt.numerics import adam_options, arithmetic, numerics_record
 from nmt.ops.kernels import kernels_run
+from nmt.plateau import on_plateau
 
 ReportFn = Callable[[dict, Path], None]
 BUDGET_REASONS = ("max epochs", "max steps", "max tokens")
@@ -187,7 +191,7 @@ class Trainer:
         if progress.stop_reason in BUDGET_REASONS and progress.status == "ok":
             progress.stop_reason = ""  # a resumed run may have been given a larger budget
         # a run may also have been given a later train.min_epochs than the epoch early stopping ended it at
-        held_back = progress.stop_reason == "early stopping" and progress.epoch < self.cfg.train.min_epochs
+        held_back = progress.stop_reason in EARLY_STOP_REASONS and progress.epoch < self.cfg.train.min_epochs
         torch.set_rng_state(state["rng"]["torch"])
         random.setstate(_as_tuple(state["rng"]["python"]))
         if "cuda" in state["rng"] and self.device.type == "cuda":
@@ -200,7 +204,8 @@ class Trainer:
             # go on as a run held back at that epoch did: the stop skipped the schedule's step for it
             progress.stop_reason = ""
             if progress.batches_into_epoch == 0:
-                self._update_schedule(improved=False)  # early stopping acts only after an epoch without progress
+                # the step the stop skipped (patience stops only after an epoch without progress)
+                self._update_schedule(improved=progress.epochs_without_improvement == 0)
         self.log(f"resumed from {checkpoint_dir} after epoch {self.progress.epoch}")
         return True
 
@@ -415,8 +420,9 @@ class Trainer:
         # per stage, a plateau that can still lower the lr restarts instead of stopping
         restart_pending = cfg.patience_per_stage and complete and p.lr > cfg.min_lr
         stoppable = not restart_pending and p.epoch >= cfg.min_epochs
-        if cfg.patience and p.epochs_without_improvement >= cfg.patience and stoppable:
-            p.stop_reason = "early stopping"
+        reason = self._early_stop_reason()
+        if reason and stoppable:
+            p.stop_reason = reason
             return
         if complete:  # also after the last epoch: a resumed run with a larger budget continues the schedule
             self._update_schedule(improved)
@@ -424,6 +430,18 @@ class Trainer:
             self._truncate()
         else:
             p.stop_reason = self.budget_reached()
+
+    def _early_stop_reason(self) -> str:
+        """Why the run stops early after this epoch, or "": ``train.early_stop: patience`` after ``patience``
+        epochs without improvement, ``plateau`` once the validation curve (``train.valid_metric``, higher is
+        better) is on a plateau by ``nmt.plateau``'s test."""
+        cfg, p = self.cfg.train, self.progress
+        if cfg.early_stop == "plateau":
+            scores = [h["valid_bleu"] if cfg.valid_metric == "bleu" else -h["valid_ppl"] for h in p.history]
+            return "plateau" if on_plateau(scores) else ""
+        if cfg.patience and p.epochs_without_improvement >= cfg.patience:
+            return "early stopping"
+        return ""
 
     def _gradient_stats(self) -> dict:
         """The epoch's gradient norms of the per-token loss before clipping: mean, largest, and the

@@ -19,7 +19,7 @@ from study.analysis.claims import claims_table, export_claims
 from study.analysis.curves import CURVES_FILE, curves_plot, load_progress, save_progress
 from study.analysis.html_report import write_html_report
 from study.analysis.numerics_note import numerics_note
-from study.analysis.plateau import plateau_by_trial
+from study.analysis.plateau import plateau_by_trial, stopping_note
 from study.analysis.speed_columns import read_speed, with_speed
 from study.analysis.stored_study import table_layout
 from study.analysis.tables import StudyTable, build_table, export
@@ -60,6 +60,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     if left_out:
         table.rows.attrs["left_out_note"] = left_out_note(left_out)
     table.rows.attrs["numerics_note"] = numerics_note(records)
+    table.rows.attrs["stopping_note"] = stopping_note(spec)
     outputs = export(table, study_dir)
     additivity = ablation_additivity(spec, table, records, references)
     if additivity is not None:

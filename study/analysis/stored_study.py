@@ -10,7 +10,7 @@ from pathlib import Path
 from nmt.errors import UserError
 from study.analysis.curves import load_progress
 from study.analysis.numerics_note import numerics_note
-from study.analysis.plateau import plateau_by_trial
+from study.analysis.plateau import plateau_by_trial, stopping_note
 from study.analysis.speed_columns import read_speed, with_speed
 from study.analysis.tables import StudyTable, build_table
 from study.spec.expansion import expand
@@ -66,6 +66,7 @@ class StoredStudy:
                             layout.planned_seeds, plateau)
         table.rows = with_speed(table.rows, read_speed(self.directory))
         table.rows.attrs["numerics_note"] = numerics_note(self.records)
+        table.rows.attrs["stopping_note"] = stopping_note(self.spec)
         return table
 
     def row_labels(self) -> list[str]:

@@ -32,14 +32,14 @@ import numpy as np
 import pandas as pd
 
 from nmt.fileio import write_lines
-from study.analysis.plateau import MIN_RISE, WINDOW
+from study.analysis.plateau import MIN_RISE, STILL_IMPROVING, WINDOW
 from study.analysis.significance import PairedBootstrap, nan_bootstrap, paired_bootstrap_stats, seed_interval, sentence_stats, t95
 from study.spec.metrics import Metric, TableFormat, per_trial_metrics, table_metrics
 from study.store.record_validation import read_text
 
 STATUSES = ("ok", "truncated", "diverged", "failed", "stopped", "running")
 SCORED = ("ok", "truncated")  # seeds whose test scores enter a row's statistics
-STILL_IMPROVING, UNEVEN = "†", "‡"
+UNEVEN = "‡"
 
 
 @dataclass
@@ -367,6 +367,8 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append(rows.attrs["speed_note"])
     if rows.attrs.get("left_out_note"):  # stored trials that are not the study's (study.store.study_state.study_trials)
         notes.append(rows.attrs["left_out_note"])
+    if rows.attrs.get("stopping_note"):  # the plateau rule the trials stopped by (study.analysis.plateau)
+        notes.append(rows.attrs["stopping_note"])
     if rows.attrs.get("numerics_note"):  # where the numbers hold (study.analysis.numerics_note)
         notes.append(rows.attrs["numerics_note"])
     return notes

@@ -70,7 +70,7 @@ RESERVED_NAMES = ("ray", "mlflow-artifacts", "reference", "smoke", "compare")
 
 
 BUDGET_KEYS = {"epochs": "max_epochs", "steps": "max_steps", "tokens": "max_tokens", "patience": "patience",
-               "min_epochs": "min_epochs", "minutes": "max_minutes"}  # budget.X -> train.Y
+               "min_epochs": "min_epochs", "stop": "early_stop", "minutes": "max_minutes"}  # budget.X -> train.Y
 
 
 NMT_SECTIONS = ("model", "train", "decode")
@@ -108,6 +108,9 @@ class BudgetSpec:
     tokens: int | None = None  # train.max_tokens: training target tokens seen (equal data for fast and slow units)
     patience: int | None = None  # train.patience: stop after this many epochs without validation progress (0: never)
     min_epochs: int | None = None  # train.min_epochs: early stopping never ends a trial before this many epochs
+    # train.early_stop: "patience" (after `patience` epochs without progress) or "plateau" (once the validation
+    # curve is on a plateau by the test that marks the table's rows; the epoch budget is then a safety net)
+    stop: Literal["patience", "plateau"] | None = None
     # train.max_minutes: a safety cap on wall time, not a budget; a trial it stops is marked truncated
     minutes: float | None = None
 

@@ -97,6 +97,18 @@ def _validate_variation(spec: StudySpec, fail) -> None:
         fail("seeds", f"= {f.seeds}: must be >= 1")
 
 
+def _check_plateau_metric(spec: StudySpec, fail) -> None:
+    """budget.stop: plateau stops a trial by the curve of train.valid_metric, and the table marks its row by
+    the study's metric: they must be the same curve, or a row could be stopped on a plateau and marked †."""
+    metric = spec.metrics[0]
+    valid_metric = config_from_dict(spec.base_tree(), source=spec.source).train.valid_metric
+    wanted = {"bleu": ("valid_bleu", "max"), "ppl": ("valid_ppl", "min")}[valid_metric]
+    if (metric.name, metric.mode) != wanted:
+        fail("budget.stop", f"plateau stops each trial when its valid {valid_metric.upper()} (train.valid_metric) is "
+                            f"on a plateau, but the study's metric is {metric.name} ({metric.mode}); set metric: "
+                            f"{{name: {wanted[0]}, mode: {wanted[1]}}}, or base.train.valid_metric to match")
+
+
 def _validate_budget(spec: StudySpec, fail) -> None:
     """Resources, the trial budget and the early-stopping scheduler."""
     f, source = spec.fields, spec.source
@@ -119,6 +131,8 @@ def _validate_budget(spec: StudySpec, fail) -> None:
         cap = "budget.epochs" if b.epochs else "base.train.max_epochs" if base_epochs else "the default epoch budget"
         fail("budget.min_epochs", f"= {b.min_epochs} is more than {cap} ({epochs}), so early stopping could never "
                                   f"act; lower it or raise budget.epochs")
+    if b.stop == "plateau":
+        _check_plateau_metric(spec, fail)
     if b.minutes is not None and b.minutes <= 0:
         fail("budget.minutes", f"= {b.minutes}: must be > 0 (it is a safety cap; leave it out for none)")
     s = f.scheduler

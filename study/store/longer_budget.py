@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import shutil
 
+from nmt.config import EARLY_STOP_REASONS
 from nmt.fileio import write_json
 from study.spec.model import Trial
 from study.store.trial_store import TrialStore
@@ -103,7 +104,7 @@ def extension_outcome(store: TrialStore, key: str, train: dict) -> str:
     if metrics is None:
         return "continued"
     stopped_by = metrics.get("stop_reason") if metrics.get("status") == "ok" else None
-    held_back = stopped_by == "early stopping" and metrics.get("epochs", 0) < (train.get("min_epochs") or 0)
+    held_back = stopped_by in EARLY_STOP_REASONS and metrics.get("epochs", 0) < (train.get("min_epochs") or 0)
     before = ((store.identity(key) or {}).get("config") or {}).get("train") or {}
     capped = stopped_by == "max epochs" and raised(before.get("max_epochs"), train.get("max_epochs"), "max_epochs")
     if not (held_back or capped):

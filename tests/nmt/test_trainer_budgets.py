@@ -154,3 +154,51 @@ def test_bad_budgets_are_one_line(tiny_config, key, value, why):
     with pytest.raises(ConfigError) as err:
         tiny_config(f"{key}={value}")
     assert key in str(err.value) and why in str(err.value) and "\n" not in str(err.value)
+
+
+# a validation curve that rises, then flattens: the trainer's validation is replaced by it (epoch -> (ppl, BLEU)),
+# so the rule is tested on a known curve while the model trains for real
+CURVE = [10.0, 30.0, 45.0, 52.0, 55.0, 55.4, 55.1, 55.6, 55.3, 55.5, 55.4, 55.5, 55.6, 55.4, 55.5, 55.5, 55.4, 55.6,
+         55.5, 55.5]
+
+
+@pytest.fixture
+def scripted_curve(monkeypatch):
+    monkeypatch.setattr(Trainer, "validate", lambda self: (2.0, CURVE[self.progress.epoch - 1]))
+
+
+def first_plateau(min_epochs: int) -> int:
+    from nmt.plateau import on_plateau
+
+    return next(epoch for epoch in range(max(min_epochs, 1), len(CURVE) + 1) if on_plateau(CURVE[:epoch]))
+
+
+def test_the_plateau_rule_stops_at_the_first_epoch_whose_curve_is_on_a_plateau(tmp_path, tiny_config, tiny_data,
+                                                                                scripted_curve):
+    """train.early_stop: plateau ends a run at the first epoch (from min_epochs on) whose validation curve
+    nmt.plateau calls a plateau, whatever patience says; the epoch budget stays a safety net."""
+    cfg = tiny_config("model.cell=gru", "train.batch_tokens=6000", "train.max_epochs=20", "train.early_stop=plateau",
+                      "train.min_epochs=6", "train.patience=1")
+    progress = Trainer(cfg, tmp_path, **QUIET, data=tiny_data).fit()
+    # patience 1 alone would have stopped at epoch 7, the first without a new best
+    assert progress.stop_reason == "plateau" and progress.epoch == first_plateau(6) > 7
+    capped = tiny_config("model.cell=gru", "train.batch_tokens=6000", "train.max_epochs=9", "train.early_stop=plateau")
+    assert Trainer(capped, tmp_path / "capped", **QUIET, data=tiny_data).fit().stop_reason == "max epochs"
+
+
+def test_a_plateau_stop_before_a_raised_min_epochs_trains_on_after_a_resume(tmp_path, tiny_config, tiny_data,
+                                                                             scripted_curve):
+    """A run the plateau rule stopped continues, on resume, when train.min_epochs was raised past its epoch,
+    to the same weights as a run that had the later min_epochs from the start."""
+    first = tiny_config("model.cell=gru", "train.batch_tokens=6000", "train.max_epochs=20", "train.early_stop=plateau")
+    stopped = Trainer(first, tmp_path / "run", **QUIET, data=tiny_data).fit()
+    assert stopped.stop_reason == "plateau" and stopped.epoch == first_plateau(0)
+    later = stopped.epoch + 2
+    raised = tiny_config("model.cell=gru", "train.batch_tokens=6000", "train.max_epochs=20", "train.early_stop=plateau",
+                         f"train.min_epochs={later}")
+    resumed = Trainer(raised, tmp_path / "run", **QUIET, data=tiny_data)
+    assert resumed.resume(tmp_path / "run" / "checkpoint")
+    progress = resumed.fit()
+    straight = Trainer(raised, tmp_path / "straight", **QUIET, data=tiny_data)
+    assert progress.epoch == straight.fit().epoch == first_plateau(later)
+    assert_same_weights(weights(resumed), weights(straight))

@@ -1,4 +1,7 @@
-"""The plateau test on a validation curve, against scipy's regression, and the tables' † mark from it."""
+"""The plateau test on a validation curve, against scipy's regression, and the tables' † mark from it.
+
+Modules covered here: ``nmt.plateau`` (the test itself) and ``study.analysis.plateau``.
+"""
 
 from __future__ import annotations
 
@@ -77,3 +80,16 @@ def test_the_table_marks_rows_still_improving_by_the_plateau_test():
     # a seed the test cannot judge falls back to the best-epoch rule
     unjudged = build_table([record("a1", "a", 20, 20)], "t", None, None, plateau={"a1": None}).rows
     assert unjudged.loc[0, "still_improving"] == 1
+
+
+def test_a_table_of_plateau_stopped_trials_states_its_stopping_rule():
+    from study.analysis.plateau import stopping_note
+    from study.spec.loading import load_study
+
+    assert stopping_note(load_study("cells")) is None  # the patience rule: no note, committed tables unchanged
+    note = stopping_note(load_study("cells", ["budget.stop=plateau", "budget.min_epochs=6", "budget.epochs=40"]))
+    assert note.startswith("Stopping rule (budget.stop: plateau): each trial trained until its valid BLEU was on a "
+                           "plateau") and "after at least 6 epochs, at most 40 epochs" in note and rule_text() in note
+    rows = pd.DataFrame({"label": ["a"], "still_improving": [0], "uneven_epochs": [False], "n": [1]})
+    rows.attrs["stopping_note"] = note
+    assert note in footnotes(rows)

@@ -320,3 +320,20 @@ def test_a_data_dir_corpus_is_validated_instead_of_the_study_files_own_data(tmp_
     assert spec.fields.data["preset"] is None and spec.fields.data["train"][0].endswith("train.en")
     with pytest.raises(ConfigError, match=r"data.spm.vocab_size = 9000000: data.train \("):
         load_study("cells", ["data.spm.vocab_size=9000000"], corpus=corpus_in(tmp_path, "en-de"))
+
+
+def test_the_plateau_stopping_rule_is_part_of_every_trial_and_of_its_key():
+    """budget.stop: plateau reaches each trial's train.early_stop, so it is in the trial key: a study never mixes
+    rules. The rule stops on train.valid_metric's curve, so the study's metric must be that curve."""
+    patience = expand(load_study("cells"))
+    plateau = expand(load_study("cells", ["budget.stop=plateau"]))
+    assert {t.config["train"]["early_stop"] for t in patience} == {"patience"}
+    assert {t.config["train"]["early_stop"] for t in plateau} == {"plateau"}
+    assert not {t.key for t in patience} & {t.key for t in plateau}
+    assert load_study("cells", ["budget.stop=plateau"]).tree["budget"]["stop"] == "plateau"  # what study.json keeps
+    with pytest.raises(ConfigError, match=r"budget.stop: plateau stops each trial when its valid BLEU .* the study's "
+                                          r"metric is valid_ppl \(min\)"):
+        load_study("cells", ["budget.stop=plateau", "metric.name=valid_ppl", "metric.mode=min"])
+    load_study("cells", ["budget.stop=plateau", "metric.name=valid_ppl", "metric.mode=min", "train.valid_metric=ppl"])
+    with pytest.raises(ConfigError, match="budget.stop"):
+        load_study("cells", ["budget.stop=converged"])
