@@ -74,9 +74,9 @@ class StudyStopped(KeyboardInterrupt):
 def run_request(options: RunOptions, dry_run: bool = False) -> int:
     """Check, load and run (or dry-run) one requested study; returns the exit code of the run (0, or
     128 + the signal that stopped its trials). Bad input raises UserError before anything runs."""
-    options.check()
-    if options.where.storage is not None:
+    if options.where.storage is not None:  # the store's own check (study.spec may not import study.store)
         checked_uri(options.where.storage)
+    options.check()
     what = options.what
     corpus = corpus_in(what.data_dir, what.langs) if what.data_dir else None
     spec = load_study(what.study, list(what.overrides), smoke_run=what.smoke, max_trials=what.max_trials or MAX_TRIALS,
@@ -136,7 +136,8 @@ def _signature_and_arguments() -> None:
     run_study.__signature__ = signature
     dry_run.__signature__ = signature.replace(return_annotation=int)
     lines = [f"    - ``{name}``: {meta['help']}." for _, name, meta in declared() if meta["flag"] != "name"]
-    run_study.__doc__ += "\n    Options:\n\n" + "\n".join(lines) + "\n"
+    if run_study.__doc__:  # None under python -OO
+        run_study.__doc__ += "\n    Options:\n\n" + "\n".join(lines) + "\n"
 
 
 def _default(name: str) -> Any:
@@ -169,6 +170,8 @@ def study_listing(name: StrPath | None = None, results: Iterable[StrPath] | None
     with ``name``, where each trial of that study stands (``python -m study.list NAME``). ``results``: the
     directories to look in (default: results, results/smoke, results/reference); ``storage``: an object store
     whose studies (or ``name``) are copied into the first of them first."""
+    if isinstance(results, str | os.PathLike):  # one directory, not the characters of its name
+        results = [results]
     places = None if results is None else [Path(path_text("results", place)) for place in results] or None
     if storage is not None:
         fetch_studies(storage, [name] if name else None, (places or [Path("results")])[0])

@@ -195,6 +195,7 @@ def check_before_services(run: StudyRun) -> bool:
     rule, the data, what --resume and --extend may continue, the --reuse-from studies and the tracking store;
     the trials expanded once. Returns whether the stored results are to be replaced."""
     options = run.options
+    run.started = time.time()  # the run's own time: after the lock and a --storage pull-down
     run.state = stored_state(run.study_dir, options.how.fresh)
     replace = refuse_or_replace(run)
     run.say(f"study {run.spec.name}: {run.spec.fields.description}")
@@ -343,8 +344,8 @@ def finish(run: StudyRun, records: list[dict]) -> None:
 
 def continue_command(spec: StudySpec, options: RunOptions) -> str:
     """The command that continues this study after a stop: the one the user typed, plus --resume."""
-    if options.report.command:
-        return resume_command(options.report.command)
+    if options.what.study:  # the command typed, or the one a Python call stands for: every option kept
+        return resume_command(options.command_line())
     return f"python -m study.run {study_argument(spec)} --resume{options.results_flag()}"
 
 

@@ -67,8 +67,7 @@ def _callbacks(run: StudyRun, storage: StorageStopper, total: int, row_work: dic
     # they load Ray: imported when the trials start
     from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
 
-    spec, trials, exp_dir = run.spec, run.trials, run.exp_dir
-    store = TrialStore(exp_dir)
+    spec, trials, exp_dir, store = run.spec, run.trials, run.exp_dir, run.store
     # a search draws new samples for what is left, so only a grid has trials that finished before
     finished_before = {} if spec.fields.search is not None else {
         trial.key: {**metrics, "label": trial.label} for trial in trials

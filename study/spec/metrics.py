@@ -17,7 +17,8 @@ An entry (``Metric``) declares:
   table (header, format, which of a row's trials its value summarises, the parent run's per-row
   MLflow name).
 
-The helpers below give each reader the tuple it used to keep for itself, in the same order:
+The helpers below give each reader the tuple it used to keep for itself, in the same order (the
+per-epoch MLflow names excepted, which are only tested for membership):
 ``study.spec.validation`` (a study's ``metric:``), ``study.spec.claims``,
 ``study.store.record_validation``, ``study.execution.tracking`` and ``study.analysis.tables``.
 

@@ -107,6 +107,8 @@ class Reporting:
 
 
 GROUPS = {"what": StudyChoice, "where": ResultsPlace, "how": Execution, "report": Reporting}
+TITLES = {"what": "What to run", "where": "Where results and records live", "how": "How it runs",
+          "report": "How it reports"}  # study.run's --help sections
 
 
 @dataclass(frozen=True)
@@ -135,7 +137,8 @@ class RunOptions:
         return f" --results {self.results_dir()}" if self.results_dir() != Path("results") else ""
 
     def check(self) -> None:
-        """Every option's range and the combinations no run accepts, before anything loads."""
+        """Every option's range and the combinations no run accepts, before anything loads (the --storage URI's
+        form is the store's to check: ``study.store.object_store.checked_uri``, called first by ``study.api``)."""
         for group, name, meta in declared():
             value = getattr(getattr(self, group), name)
             if meta["minimum"] is not None and value is not None and value < meta["minimum"]:
@@ -191,8 +194,8 @@ def _flag_and_value(flag: str, value: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Every declared option as an argument of study.run, one argument group per concern."""
-    for cls in GROUPS.values():
-        section = parser.add_argument_group(cls.__doc__.split(":")[0].rstrip("."))
+    for group, cls in GROUPS.items():
+        section = parser.add_argument_group(TITLES[group])
         for item in dataclasses.fields(cls):
             meta = item.metadata
             if not meta:
@@ -244,10 +247,15 @@ def from_keywords(study: Any, keywords: dict[str, Any]) -> RunOptions:
         if meta["flag"] == "name" or value is None or (meta["kind"] is bool and value is False):
             continue
         if meta["repeated"]:
-            values[group][name] = (value,) if isinstance(value, str) else tuple(value)
+            items = [value] if isinstance(value, str | os.PathLike) else value
+            if not isinstance(items, list | tuple):
+                raise UserError(f"{name}={value!r}: expected a list of values")
+            values[group][name] = tuple(str(typed_value(name, item, meta["kind"])) for item in items)
         else:
             values[group][name] = typed_value(name, value, meta["kind"])
     if "say" in keywords:
+        if not callable(keywords["say"]):
+            raise UserError(f"say={keywords['say']!r}: expected a function of one line, e.g. print")
         values["report"]["say"] = keywords["say"]
     return RunOptions(**{group: cls(**values[group]) for group, cls in GROUPS.items()})
 

@@ -131,7 +131,7 @@ def _validate_budget(spec: StudySpec, fail) -> None:
         cap = "budget.epochs" if b.epochs else "base.train.max_epochs" if base_epochs else "the default epoch budget"
         fail("budget.min_epochs", f"= {b.min_epochs} is more than {cap} ({epochs}), so early stopping could never "
                                   f"act; lower it or raise budget.epochs")
-    if b.stop == "plateau":
+    if (b.stop or (f.base.get("train") or {}).get("early_stop")) == "plateau":  # budget.stop wins, as in the trials
         _check_plateau_metric(spec, fail)
     if b.minutes is not None and b.minutes <= 0:
         fail("budget.minutes", f"= {b.minutes}: must be > 0 (it is a safety cap; leave it out for none)")
