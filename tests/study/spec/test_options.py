@@ -102,3 +102,13 @@ def test_defaults_and_the_results_directory():
     smoke = RunOptions(what=StudyChoice(study="cells", smoke=True))
     assert smoke.results_dir() == Path("results/smoke") and smoke.results_flag() == " --results results/smoke"
     assert RunOptions(how=Execution(extend=True)).continues and not RunOptions().continues
+
+
+def test_the_resume_command_after_a_stop_keeps_every_option_of_a_python_call():
+    """A run_study call that stops is told the study.run command that continues it, its options kept."""
+    from study.execution.driver import continue_command
+    from study.spec.loading import load_study
+
+    options = from_keywords("cells", {"smoke": True, "seeds": 2, "overrides": ("model.hidden=8",)})
+    assert continue_command(load_study("cells"), options) == \
+        "python -m study.run cells --smoke --set model.hidden=8 --seeds 2 --resume"
