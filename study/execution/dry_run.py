@@ -1,67 +1,97 @@
 """``python -m study.run NAME --dry-run``: what a study would run and about how long it takes,
 without training and without writing results.
 
-It validates the study, prepares its data (cached for the real run), and for every row
-builds the model and times a few training steps on a batch of the study's size and a greedy
-and a beam decoding of one batch, on this machine with the threads one trial gets. A trial's
-time is its epoch budget times (training steps per epoch x step time + validation decoding),
-plus the test set's beam search. With ``--resume`` or ``--extend`` only what is left counts:
-finished trials are left out, and a trial that continues (unfinished, or reopened by a raised
-epoch budget) counts its epochs still to train. Early stopping ends trials sooner; trials side by side and
-the corpus's real batches (mixed lengths, padding) run slower than the timed steps: the first
-converged Multi30k trials took about 1.7x the estimated step time, two at once on 2 cores.
-So it is an estimate, not a bound. Ray is not started.
+It validates the study, prepares its data (cached for the real run), and for every row builds the
+model in the trainer a trial runs and times, on the corpus's own batches and with the threads one
+trial gets, a few training steps of the first epoch, one validation pass and the test set's beam
+search of one batch (``time_row``). A trial's time is its epoch budget times (training steps per
+epoch x step time + validation), plus the test set's beam search. A trial that stops by the plateau
+rule (``budget.stop: plateau``) is priced at the midpoint between the first epoch the rule can stop
+it and its epoch cap: where the rule stops is known only once the curve is trained
+(``priced_epochs``). With ``--resume`` or ``--extend`` only what is left counts: finished trials are
+left out, and a trial that continues (unfinished, or reopened by a raised epoch budget) counts its
+epochs still to train. Early stopping by patience ends trials sooner; trials side by side, Ray and
+the checkpoints after every epoch make them slower, and an untrained model decodes to its length
+limit. So it is an estimate, not a bound. Ray is not started.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import tempfile
+import time
 
 import torch
 
 from nmt.config import config_from_dict
 from nmt.memory import keep_freed_memory
 from nmt.numerics import apply_numerics
-from study.execution.row_cost import finishing_time, mean_target_length
+from nmt.plateau import MIN_EPOCHS
+from study.execution.row_cost import finishing_time
 from study.spec.expansion import expand
 from study.spec.model import StudySpec, Trial
 from study.store.longer_budget import extension_outcome
 from study.store.migration import Move
 from study.store.trial_store import TrialStore
 
-STEPS_TIMED = 3
+WARM_UP_STEPS = 2  # the first steps allocate and are left out
+STEPS_TIMED = 8
 
 
-def time_row(config: dict, stats: dict) -> dict:
-    """Seconds of one training step, one greedy and one beam batch of this row's model, and its
-    parameters, on random data shaped like the corpus (``nmt.benchmarks``' model set-up and timing)."""
-    # torch loads only where a model is built or timed, not when the driver starts
-    from nmt.benchmarks.models import prepare_model
-    from nmt.benchmarks.timing import best_time
-    from nmt.search import beam_search, greedy_decode
+def time_row(config: dict, stats: dict, corpora: dict | None = None) -> dict:
+    """Seconds of a training step, a validation pass and the test set's beam search of this row's model,
+    and its parameters: the trainer's own code (``nmt.trainer.Trainer``) on the corpus's own batches, steps
+    3 to 10 of its first epoch timed, on this machine with the threads one trial gets. ``corpora``: the
+    loaded corpora by data section, shared by the rows (each is loaded once)."""
+    # torch and the trainer load only where a model is timed, not when the driver starts
+    from nmt.data.batching import make_batches
+    from nmt.data.pipeline import load_data
+    from nmt.trainer import Trainer
+    from nmt.translator import translate
 
     cfg = config_from_dict(config, source="dry run")
-    length = mean_target_length(stats)
-    batch = max(1, cfg.train.batch_tokens // (length + 1))
-    torch.manual_seed(0)
-    prepared = prepare_model(config["model"], batch, length, stats["tgt_vocab"], torch.device("cpu"))
-    step = best_time(prepared["train_step"], STEPS_TIMED)
-    model = prepared["model"].eval()
-    sentences = min(cfg.decode.batch_size, batch)
-    src, src_mask = prepared["src"][:sentences], prepared["src_mask"][:sentences]
-    with torch.no_grad():
-        greedy = best_time(lambda: greedy_decode(model, src, src_mask, cfg.decode.max_len_ratio), 1) / sentences
-        beam = best_time(lambda: beam_search(model, src, src_mask, cfg.decode.beam, cfg.decode.length_penalty,
-                                             cfg.decode.max_len_ratio), 1) / sentences
-    return {"params": model.parameter_count, "step_s": step, "greedy_s": greedy, "beam_s": beam,
-            "steps_per_epoch": math.ceil(stats["train_tgt_tokens"] * (length + 1) / length / cfg.train.batch_tokens),
-            "epochs": cfg.train.max_epochs, "valid_pairs": stats["valid_pairs"], "test_pairs": stats["test_pairs"]}
+    corpora = {} if corpora is None else corpora
+    data_key = json.dumps(config.get("data"), sort_keys=True, default=str)
+    if data_key not in corpora:
+        corpora[data_key] = load_data(cfg.data, log=None)
+    data = corpora[data_key]
+    with tempfile.TemporaryDirectory(prefix="dry-run-") as scratch:  # the trainer writes nothing here; a guard
+        trainer = Trainer(cfg, scratch, log=lambda line: None, data=data)
+        trainer.cfg.train.max_steps = WARM_UP_STEPS
+        trainer.train_epoch(1, math.inf)
+        trainer.cfg.train.max_steps = WARM_UP_STEPS + STEPS_TIMED
+        before, began = trainer.progress.steps, time.perf_counter()
+        trainer.train_epoch(1, math.inf)
+        step = (time.perf_counter() - began) / max(1, trainer.progress.steps - before)
+        began = time.perf_counter()
+        trainer.validate()
+        valid = time.perf_counter() - began
+        sources = [src for src, _ in data.test][:cfg.decode.batch_size]
+        began = time.perf_counter()
+        translate(trainer.model, sources, data.tgt_vocab, cfg.decode)
+        beam = (time.perf_counter() - began) / max(1, len(sources))
+    return {"params": trainer.model.parameter_count, "step_s": step, "valid_s": valid, "beam_s": beam,
+            "steps_per_epoch": len(make_batches(data.train, cfg.train.batch_tokens, shuffle=True, seed=cfg.train.seed,
+                                                epoch=1)),
+            "epochs": priced_epochs(cfg.train), "cap": cfg.train.max_epochs, "test_pairs": len(data.test)}
+
+
+def priced_epochs(train) -> float:
+    """The epochs a trial of this ``TrainConfig`` is priced at: its epoch budget, or under the plateau rule
+    (``early_stop: plateau``) the midpoint between the earliest epoch the rule can stop it (``min_epochs``,
+    at least the test's ``MIN_EPOCHS``) and the cap. Rows that converge fast stop sooner, rows still rising
+    run to the cap; on the README's study the midpoint was within a tenth of the mean epochs trained."""
+    if train.early_stop != "plateau":
+        return train.max_epochs
+    earliest = min(train.max_epochs, max(train.min_epochs, MIN_EPOCHS))
+    return (earliest + train.max_epochs) / 2
 
 
 def trial_seconds(timing: dict, trained: float = 0.0) -> tuple[float, float]:
     """(one epoch: training and validation, the whole trial at its epoch budget when ``trained``
     of its epochs are already done)."""
-    epoch = timing["steps_per_epoch"] * timing["step_s"] + timing["valid_pairs"] * timing["greedy_s"]
+    epoch = timing["steps_per_epoch"] * timing["step_s"] + timing["valid_s"]
     return epoch, max(0.0, timing["epochs"] - trained) * epoch + timing["test_pairs"] * timing["beam_s"]
 
 
@@ -97,22 +127,12 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
     finished = {t.key for t in every if t.key not in reused and t.key in stored and stored[t.key] is None}
     trials = [t for t in every if t.key not in reused and t.key not in finished]
     continuing = sum(1 for t in trials if t.key in stored)
-    rows: dict[str, list] = {}
-    for trial in trials:
-        rows.setdefault(trial.label, []).append(trial)
-    row_count = len({t.label for t in every})
-    budget = spec.fields.budget
-    parts = [f"{name} {value:g}" for name, value in (("epochs", budget.epochs), ("steps", budget.steps),
-                                                     ("tokens", budget.tokens), ("patience", budget.patience),
-                                                     ("min_epochs", budget.min_epochs),
-                                                     ("minutes (cap)", budget.minutes)) if value is not None]
     counts = [f"{len(copied)} copied by --reuse-from"] if reused else []
     if stored:
         counts += [f"{len(finished)} finished", f"{continuing} to continue"]
     left_out = f" ({', '.join(counts)}, {len(trials) - continuing} to train)" if counts else ""
-    log(f"{spec.kind} study: {row_count} rows x {spec.fields.seeds} seed(s) = {len(every)} trials{left_out}; "
-        f"budget per trial: {', '.join(parts) or 'the base config'}; {concurrency} at once, "
-        f"{cpus_per_trial:g} CPU each")
+    log(f"{spec.kind} study: {len({t.label for t in every})} rows x {spec.fields.seeds} seed(s) = {len(every)} "
+        f"trials{left_out}; budget per trial: {_budget_text(spec)}; {concurrency} at once, {cpus_per_trial:g} CPU each")
     if spec.kind == "search":
         log(f"search: {spec.fields.search.num_samples} samples of the space; times below are for the base config")
     if not apply_numerics(spec.fields.numerics, strict=False):  # as the trial workers compute
@@ -120,25 +140,56 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
             f"numerics {spec.fields.numerics}")
     torch.set_num_threads(max(1, int(cpus_per_trial)))
     keep_freed_memory()  # as the trial workers do: without it steps run up to a quarter slower
-    costs: list[float] = []  # each trial's seconds, in the grid's order, as the workers take them
-    log(f"{'row':<32} {'trials':>6} {'params':>9} {'step':>8} {'epoch':>8} {'trial (max)':>12}")
-    for label, group in rows.items():
-        timing = time_row(group[0].config, stats)
-        epoch, trial = trial_seconds(timing)
-        costs += [trial_seconds(timing, stored.get(t.key) or 0.0)[1] for t in group]
-        log(f"{label[:32]:<32} {len(group):>6} {timing['params']:>9,} {1000 * timing['step_s']:>6.0f}ms "
-            f"{_clock(epoch):>8} {_clock(trial):>12}")
+    costs, priced = _timed_rows(trials, stats, stored, log)
     trials_total = spec.fields.search.num_samples if spec.kind == "search" else len(trials)
     if spec.kind == "search":  # the base config's cost for every sample
         costs = [sum(costs) / max(1, len(costs))] * trials_total
-    total = sum(costs)
     wall = finishing_time([], costs, max(1, concurrency))
     left = " (the epochs they have left)" if continuing else ""
-    log(f"estimate: about {_clock(wall)} of wall time for {trials_total} trials at their full epoch budget{left} "
-        f"({_clock(total)} of trial time), from steps timed one trial alone on batches of the corpus's mean "
-        f"length; trials side by side and real batches have run up to about 2x slower, early stopping ends "
-        f"trials sooner. Nothing was trained or written; run it without --dry-run.")
+    if priced:
+        epochs = " or ".join(f"{e:g}" for e in sorted(priced))
+        priced_at = (f"at {epochs} epochs each{left}, the midpoint between the first epoch the plateau rule can "
+                     f"stop a trial and its cap (rows that converge fast stop sooner, rows still rising run to the cap)")
+    else:
+        priced_at = f"at their full epoch budget{left}"
+    sooner = "" if priced else ", early stopping ends trials sooner"
+    log(f"estimate: about {_clock(wall)} of wall time for {trials_total} trials ({_clock(sum(costs))} of trial "
+        f"time) {priced_at}, from the trainer's steps timed one trial alone on the corpus's own batches; trials "
+        f"side by side, Ray and the checkpoints make them slower{sooner}. Nothing was trained or written; run it "
+        f"without --dry-run.")
     return 0
+
+
+def _budget_text(spec: StudySpec) -> str:
+    budget = spec.fields.budget
+    parts = [f"{name} {value:g}" for name, value in (("epochs", budget.epochs), ("steps", budget.steps),
+                                                     ("tokens", budget.tokens), ("patience", budget.patience),
+                                                     ("min_epochs", budget.min_epochs),
+                                                     ("minutes (cap)", budget.minutes)) if value is not None]
+    if budget.stop:
+        parts.append(f"stop {budget.stop}")
+    return ", ".join(parts) or "the base config"
+
+
+def _timed_rows(trials: list[Trial], stats: dict, stored: dict[str, float | None], log) -> tuple[list[float], set[float]]:
+    """Each trial's seconds, in the grid's order as the workers take them, from one timing of its row
+    (a line per row), and the epochs the plateau-stopped rows are priced at."""
+    rows: dict[str, list[Trial]] = {}
+    for trial in trials:
+        rows.setdefault(trial.label, []).append(trial)
+    costs: list[float] = []
+    priced: set[float] = set()
+    corpora: dict = {}
+    log(f"{'row':<32} {'trials':>6} {'params':>9} {'step':>8} {'epoch':>8} {'trial':>8}")
+    for label, group in rows.items():
+        timing = time_row(group[0].config, stats, corpora)
+        epoch, trial = trial_seconds(timing)
+        costs += [trial_seconds(timing, stored.get(t.key) or 0.0)[1] for t in group]
+        if timing["epochs"] != timing.get("cap", timing["epochs"]):
+            priced.add(timing["epochs"])
+        log(f"{label[:32]:<32} {len(group):>6} {timing['params']:>9,} {1000 * timing['step_s']:>6.0f}ms "
+            f"{_clock(epoch):>8} {_clock(trial):>8}")
+    return costs, priced
 
 
 def _clock(seconds: float) -> str:

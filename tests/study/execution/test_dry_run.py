@@ -15,7 +15,7 @@ def test_dry_run_lists_rows_and_estimates_without_training_or_writing(tmp_path, 
     assert main(["cells", "--smoke", "--dry-run", "--results", str(results), "--cpus", "2"]) == 0
     out = capsys.readouterr().out
     units = len(load_study("cells").fields.grid["model.cell"])
-    assert (f"grid study: {units} rows x 1 seed(s) = {units} trials; budget per trial: epochs 1, patience 0; "
+    assert (f"grid study: {units} rows x 1 seed(s) = {units} trials; budget per trial: epochs 1, stop plateau; "
             "2 at once") in out
     for label in ("LSTM", "SR-NMT", "FSMN", "minGRU"):
         assert f"\n{label} " in out
@@ -24,10 +24,45 @@ def test_dry_run_lists_rows_and_estimates_without_training_or_writing(tmp_path, 
 
 
 def test_trial_time_is_the_epoch_budget_of_training_and_validation_plus_the_test_search():
-    timing = {"steps_per_epoch": 100, "step_s": 0.5, "valid_pairs": 200, "greedy_s": 0.01, "epochs": 10,
-              "test_pairs": 100, "beam_s": 0.1}
+    timing = {"steps_per_epoch": 100, "step_s": 0.5, "valid_s": 2.0, "epochs": 10, "test_pairs": 100, "beam_s": 0.1}
     epoch, trial = trial_seconds(timing)
-    assert epoch == 100 * 0.5 + 200 * 0.01 and trial == 10 * epoch + 100 * 0.1
+    assert epoch == 100 * 0.5 + 2.0 and trial == 10 * epoch + 100 * 0.1
+
+
+def test_a_plateau_stopped_trial_is_priced_between_its_earliest_stop_and_its_cap():
+    from nmt.config import TrainConfig
+    from nmt.plateau import MIN_EPOCHS
+    from study.execution.dry_run import priced_epochs
+
+    assert priced_epochs(TrainConfig(max_epochs=12)) == 12  # patience or no early stop: the whole budget
+    assert priced_epochs(TrainConfig(max_epochs=50, early_stop="plateau", min_epochs=10)) == 30
+    assert priced_epochs(TrainConfig(max_epochs=41, early_stop="plateau")) == (MIN_EPOCHS + 41) / 2
+    assert priced_epochs(TrainConfig(max_epochs=3, early_stop="plateau")) == 3  # a cap before the test can judge
+
+
+def test_the_dry_run_of_a_plateau_study_prices_its_trials_at_the_midpoint_and_says_so(monkeypatch):
+    from nmt.config import config_from_dict
+    from study.execution import dry_run as dry_run_module
+
+    def one_second_epochs(config: dict, stats: dict, corpora: dict) -> dict:  # every row: a 1-second epoch, no test
+        train = config_from_dict(config, source="test").train
+        return {"params": 1, "step_s": 1.0, "valid_s": 0.0, "beam_s": 0.0, "steps_per_epoch": 1,
+                "epochs": dry_run_module.priced_epochs(train), "cap": train.max_epochs, "test_pairs": 0}
+
+    monkeypatch.setattr(dry_run_module, "time_row", one_second_epochs)
+    spec = load_study("cells", ["seeds=1", "budget.epochs=11", "budget.stop=plateau", "budget.min_epochs=5"])
+    lines: list[str] = []
+    assert dry_run_module.dry_run(spec, {}, 1, 2, log=lines.append) == 0
+    rows = len(spec.fields.grid["model.cell"])
+    assert "budget per trial: epochs 11, min_epochs 5, stop plateau;" in lines[0]
+    estimate = lines[-1]
+    assert f"about 40s of wall time for {rows} trials ({dry_run_module._clock(rows * 8)} of trial time) at 8 epochs each, the midpoint between the first epoch " \
+           "the plateau rule can stop a trial and its cap" in estimate
+    assert "early stopping ends trials sooner" not in estimate
+    lines.clear()
+    patience = load_study("cells", ["seeds=1", "budget.epochs=11", "budget.stop=patience"])
+    assert dry_run_module.dry_run(patience, {}, 1, 2, log=lines.append) == 0
+    assert f"for {rows} trials ({dry_run_module._clock(rows * 11)} of trial time) at their full epoch budget" in lines[-1]
 
 
 def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir, capsys):
@@ -47,7 +82,7 @@ def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir
     out = capsys.readouterr().out
     units = len(spec.fields.grid["model.cell"])
     assert f"= {units} trials (1 copied by --reuse-from, {units - 1} to train);" in out
-    assert "\nGRU " not in out and "\nLSTM " in out and f"for {units - 1} trials at their full epoch budget" in out
+    assert "\nGRU " not in out and "\nLSTM " in out and f"for {units - 1} trials (" in out and "at their full epoch budget" in out
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing copied or written
 
 
@@ -72,11 +107,11 @@ def test_a_resumed_study_counts_only_what_is_left(tmp_path):
     from study.store.trial_store import TrialStore
 
     store = TrialStore(tmp_path)
-    lstm, gru, atr = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))[:3]
+    lstm, gru, atr = expand(load_study("cells", ["seeds=1", "budget.epochs=3", "budget.min_epochs=0"]))[:3]
     _stored(store, lstm, 3, "max epochs")
     _stored(store, gru, 2, "early stopping")
     _stored(store, atr, 1.0)  # still training
-    trials = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))
+    trials = expand(load_study("cells", ["seeds=1", "budget.epochs=3", "budget.min_epochs=0"]))
     progress = stored_progress(store, trials, plan_adoption(store, trials))
     assert progress == {lstm.key: None, gru.key: None, atr.key: 1.0}  # --resume: two finished, one at epoch 1
     # on a clone, an unfinished trial's record comes without its checkpoint: it trains from the start
@@ -85,15 +120,14 @@ def test_a_resumed_study_counts_only_what_is_left(tmp_path):
     _stored(store, atr, 1.0)
 
     # --extend to 5 epochs: the trial the old budget stopped continues from epoch 3, the early stop stays
-    longer = expand(load_study("cells", ["seeds=1", "budget.epochs=5"]))
+    longer = expand(load_study("cells", ["seeds=1", "budget.epochs=5", "budget.min_epochs=0"]))
     progress = stored_progress(store, longer, plan_adoption(store, longer))
     assert progress == {longer[0].key: 3.0, longer[1].key: None, longer[2].key: 1.0}
     # ... and a capped trial without its final state trains again from the start
     (store.finished_dir(lstm.key) / "state.pt").unlink(missing_ok=True)
     progress = stored_progress(store, longer, plan_adoption(store, longer))
     assert longer[0].key not in progress
-    timing = {"steps_per_epoch": 10, "step_s": 1.0, "valid_pairs": 0, "greedy_s": 0.0, "epochs": 5,
-              "test_pairs": 10, "beam_s": 0.5}
+    timing = {"steps_per_epoch": 10, "step_s": 1.0, "valid_s": 0.0, "epochs": 5, "test_pairs": 10, "beam_s": 0.5}
     assert trial_seconds(timing, trained=3.0) == (10.0, 2 * 10.0 + 5.0)
 
 
