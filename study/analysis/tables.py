@@ -340,6 +340,13 @@ def marked_rows(rows: pd.DataFrame) -> dict[str, list[dict]]:
             "truncated": [r for r in records if r.get("truncated")]}
 
 
+def _longer(rows: pd.DataFrame) -> str:
+    """How to train the marked rows longer: under the plateau rule only its epoch cap ends a rising trial."""
+    if rows.attrs.get("stopping_note"):
+        return "raise the epoch cap (budget.epochs) and --extend"
+    return "train it longer (budget.epochs, budget.patience)"
+
+
 def _labels(records: list[dict]) -> str:
     return ", ".join(r["label"] for r in records)
 
@@ -353,7 +360,7 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append(f"{STILL_IMPROVING} still improving when its training ended (the slope of its last {WINDOW} "
                      f"validation scores significantly above 0 and rising {MIN_RISE} points or more over them, or "
                      f"without them its best score at its last epoch): "
-                     f"{seeds}. Not a converged result: train it longer (budget.epochs, budget.patience).")
+                     f"{seeds}. Not a converged result: {_longer(rows)}.")
     if marked["uneven"]:  # a scored seed is ok (its budget or early stopping ended it) or truncated
         cause = "early stopping or the wall-time cap" if any(r["truncated"] for r in marked["uneven"]) else "early stopping"
         notes.append(f"{UNEVEN} seeds trained for different numbers of epochs ({cause}): {_labels(marked['uneven'])}.")
@@ -385,7 +392,7 @@ def warnings(rows: pd.DataFrame) -> list[str]:
                      f"(the slope of the last {WINDOW} validation scores significantly above 0 and rising {MIN_RISE} points or "
                      f"more over them, or the best score at the "
                      f"last epoch): {_labels(marked['improving'])}. Their scores are not those of converged models; "
-                     "train longer (budget.epochs, budget.patience).")
+                     f"{_longer(rows)}.")
     if marked["truncated"]:
         lines.append(f"cut short by the wall-time cap (budget.minutes), status truncated: "
                      f"{_labels(marked['truncated'])}. How far they trained depends on the machine's speed; rerun "

@@ -52,7 +52,7 @@ def shrink_for_smoke(spec: StudySpec) -> StudySpec:
     spec = copy.deepcopy(spec)
     f = spec.fields
     f.seeds = 1
-    f.budget = BudgetSpec(epochs=1, patience=f.budget.patience)
+    f.budget = BudgetSpec(epochs=1, patience=f.budget.patience, stop=f.budget.stop)  # the rule kept: its code path runs
     if (f.base.get("train") or {}).get("min_epochs"):  # within the one epoch a smoke trial trains
         f.base["train"]["min_epochs"] = 1
     f.scheduler.grace_period = 1

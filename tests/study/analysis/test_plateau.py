@@ -93,3 +93,9 @@ def test_a_table_of_plateau_stopped_trials_states_its_stopping_rule():
     rows = pd.DataFrame({"label": ["a"], "still_improving": [0], "uneven_epochs": [False], "n": [1]})
     rows.attrs["stopping_note"] = note
     assert note in footnotes(rows)
+    # a row still rising at the cap: under the plateau rule only the cap ends it, so the advice names the cap
+    rising = pd.DataFrame({"label": ["a"], "still_improving": [1], "uneven_epochs": [False], "n": [1]})
+    assert "train it longer (budget.epochs, budget.patience)" in footnotes(rising)[0]
+    rising.attrs["stopping_note"] = note
+    assert "raise the epoch cap (budget.epochs) and --extend" in footnotes(rising)[0]
+    assert "budget.patience" not in footnotes(rising)[0]
