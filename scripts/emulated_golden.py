@@ -4,7 +4,7 @@ Debian's qemu-user), compared with tests/golden/golden.json bit for bit.
 
 The emulator's CPUID names the model's vendor, so MKL takes the paths it takes on that vendor's CPUs;
 an emulated EPYC-Milan reproduced a real AMD EPYC's pinning-1 number of the first row (105.69033079709463)
-to the last bit. Emulation is slow: about 3.5 minutes a row on one core (the main study's 12-epoch
+to the last bit. Emulation is slow: about 3.5 minutes a row on one core (the main study's first
 trial would take hours, so the golden test's first number is not run here). Run from the repository
 root; --numerics pinning-1 runs the rows under the AVX2 pinning portable meant in earlier versions:
 
