@@ -63,6 +63,12 @@ def on_plateau(scores: list[float]) -> bool | None:
     return p_value >= ALPHA or slope * (len(_window(scores)) - 1) < MIN_RISE
 
 
+def earliest_stop(min_epochs: int, max_epochs: int) -> int:
+    """The first epoch at which the stopping rule (``train.early_stop: plateau``) can end a run held back
+    until ``min_epochs``: the test needs ``MIN_EPOCHS`` scores, and the cap ends the run at ``max_epochs``."""
+    return min(max(min_epochs, MIN_EPOCHS), max_epochs)
+
+
 def _window(scores: list[float]) -> list[float]:
     """The last ``WINDOW`` finite scores (a diverged epoch is no point)."""
     return [float(s) for s in scores if s is not None and math.isfinite(float(s))][-WINDOW:]

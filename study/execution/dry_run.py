@@ -27,7 +27,7 @@ import torch
 from nmt.config import config_from_dict
 from nmt.memory import keep_freed_memory
 from nmt.numerics import apply_numerics
-from nmt.plateau import MIN_EPOCHS
+from nmt.plateau import earliest_stop
 from study.execution.row_cost import finishing_time
 from study.spec.expansion import expand
 from study.spec.model import StudySpec, Trial
@@ -79,13 +79,12 @@ def time_row(config: dict, stats: dict, corpora: dict | None = None) -> dict:
 
 def priced_epochs(train) -> float:
     """The epochs a trial of this ``TrainConfig`` is priced at: its epoch budget, or under the plateau rule
-    (``early_stop: plateau``) the midpoint between the earliest epoch the rule can stop it (``min_epochs``,
-    at least the test's ``MIN_EPOCHS``) and the cap. Rows that converge fast stop sooner, rows still rising
+    (``early_stop: plateau``) the midpoint between the earliest epoch the rule can stop it
+    (``nmt.plateau.earliest_stop``) and the cap. Rows that converge fast stop sooner, rows still rising
     run to the cap; on the README's study the midpoint was within a tenth of the mean epochs trained."""
     if train.early_stop != "plateau":
         return train.max_epochs
-    earliest = min(train.max_epochs, max(train.min_epochs, MIN_EPOCHS))
-    return (earliest + train.max_epochs) / 2
+    return (earliest_stop(train.min_epochs, train.max_epochs) + train.max_epochs) / 2
 
 
 def trial_seconds(timing: dict, trained: float = 0.0) -> tuple[float, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nmt.plateau import earliest_stop
 from study.spec.expansion import expand
 
 
@@ -15,11 +16,15 @@ def shape(spec) -> str:
 
 
 def budget(spec) -> str:
-    """"12 epochs, patience 3" and the trial budget's other limits."""
+    """"12 epochs, patience 3", "plateau rule, epochs 10-50" and the trial budget's other limits."""
     train = spec.base_tree()["train"]
-    limits = [f"{train.get('max_epochs', 10)} epochs"]
+    if train.get("early_stop") == "plateau":  # the cap is a safety net; the rule acts from min_epochs on
+        cap = train.get("max_epochs", 10)
+        limits = [f"plateau rule, epochs {earliest_stop(train.get('min_epochs') or 0, cap)}-{cap}"]
+    else:
+        limits = [f"{train.get('max_epochs', 10)} epochs"]
     limits += [f"{train[k]} {unit}" for k, unit in (("max_steps", "steps"), ("max_tokens", "tokens")) if train.get(k)]
-    if train.get("patience"):
+    if train.get("patience") and train.get("early_stop") != "plateau":
         limits.append(f"patience {train['patience']}")
         if train.get("min_epochs"):
             limits.append(f"not before epoch {train['min_epochs']}")

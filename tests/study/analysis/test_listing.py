@@ -46,7 +46,7 @@ def test_list_shows_trials_budget_and_where_results_are(tmp_path, capsys):
     depth = _row(out, "depth_srnmt")
     stored = len((finished / "depth_srnmt" / "trials.jsonl").read_text().splitlines())
     total = stored // state["spec"]["seeds"] * state["spec"]["seeds"]
-    assert "18 (6 rows x 3 seeds)" in depth and "12 epochs" in depth
+    assert "18 (6 rows x 3 seeds)" in depth and "plateau rule, epochs 10-50" in depth
     assert f"finished ({stored} trials) in {finished}; stopped (2/{total} trials done) in {running}" in depth
     assert f"smoke check in {running}" in _row(out, "cells")
     assert "8 (8 samples)  " in _row(out, "optuna_atr") and "  none  " in _row(out, "optuna_atr")
@@ -85,10 +85,13 @@ def test_list_shows_the_multi30k_reference_studies_after_the_builtins(tmp_path, 
 def test_the_budget_names_the_first_epoch_early_stopping_may_end_only_where_one_is_set():
     from study.spec.loading import load_study
 
-    assert budget(load_study("cells", ["budget.patience=2"])) == "12 epochs, patience 2"
-    held = load_study("cells", ["budget.patience=2", "budget.min_epochs=5"])
+    patience = ["budget.stop=patience", "budget.epochs=12", "budget.min_epochs=0"]
+    assert budget(load_study("cells", [*patience, "budget.patience=2"])) == "12 epochs, patience 2"
+    held = load_study("cells", [*patience, "budget.patience=2", "budget.min_epochs=5"])
     assert budget(held) == "12 epochs, patience 2, not before epoch 5"
-    assert budget(load_study("cells")) == "12 epochs"
+    assert budget(load_study("cells", [*patience, "budget.patience=0"])) == "12 epochs"
+    assert budget(load_study("cells")) == "plateau rule, epochs 10-50"  # the built-in studies stop on a plateau
+    assert budget(load_study("cells", ["budget.min_epochs=0"])) == "plateau rule, epochs 5-50"  # the test's first
 
 
 def _store_with_every_trial_state(place):

@@ -86,8 +86,9 @@ def test_a_table_of_plateau_stopped_trials_states_its_stopping_rule():
     from study.analysis.plateau import stopping_note
     from study.spec.loading import load_study
 
-    assert stopping_note(load_study("cells")) is None  # the patience rule: no note, committed tables unchanged
-    note = stopping_note(load_study("cells", ["budget.stop=plateau", "budget.min_epochs=6", "budget.epochs=40"]))
+    # the patience rule: no note, committed tables unchanged
+    assert stopping_note(load_study("cells", ["budget.stop=patience"])) is None
+    note = stopping_note(load_study("cells", ["budget.min_epochs=6", "budget.epochs=40"]))
     assert note.startswith("Stopping rule (budget.stop: plateau): each trial trained until its valid BLEU was on a "
                            "plateau") and "after at least 6 epochs, at most 40 epochs" in note and rule_text() in note
     rows = pd.DataFrame({"label": ["a"], "still_improving": [0], "uneven_epochs": [False], "n": [1]})

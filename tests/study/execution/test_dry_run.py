@@ -56,8 +56,9 @@ def test_the_dry_run_of_a_plateau_study_prices_its_trials_at_the_midpoint_and_sa
     rows = len(spec.fields.grid["model.cell"])
     assert "budget per trial: epochs 11, min_epochs 5, stop plateau;" in lines[0]
     estimate = lines[-1]
-    assert f"about 40s of wall time for {rows} trials ({dry_run_module._clock(rows * 8)} of trial time) at 8 epochs each, the midpoint between the first epoch " \
-           "the plateau rule can stop a trial and its cap" in estimate
+    trial_time = dry_run_module._clock(rows * 8)
+    assert (f"about 40s of wall time for {rows} trials ({trial_time} of trial time) at 8 epochs each, the midpoint "
+            "between the first epoch the plateau rule can stop a trial and its cap") in estimate
     assert "early stopping ends trials sooner" not in estimate
     lines.clear()
     patience = load_study("cells", ["seeds=1", "budget.epochs=11", "budget.stop=patience"])

@@ -82,7 +82,7 @@ def test_grid_linked_axes_labels_and_keys_are_deterministic():
 
 
 def test_overrides_reach_the_trial_config_and_the_study():
-    spec = load_study("cells", ["model.hidden=48", "seeds=1", "data.size=1000", "budget.epochs=2"])
+    spec = load_study("cells", ["model.hidden=48", "seeds=1", "data.size=1000", "budget.epochs=2", "budget.min_epochs=0"])
     trials = expand(spec)
     assert len(trials) == len(spec.fields.grid["model.cell"])  # one seed per unit
     assert all(t.config["model"]["hidden"] == 48 and t.config["data"]["size"] == 1000 for t in trials)
@@ -299,7 +299,8 @@ def test_the_readme_example_study_file_loads(tmp_path):
     path.write_text(example, encoding="utf-8")
     trials = expand(load_study(str(path)))
     assert {t.label for t in trials} == {"GRU 1L", "GRU 2L", "ATR 1L", "ATR 2L"} and len(trials) == 12
-    assert trials[0].config["train"]["max_epochs"] == 30 and trials[0].config["train"]["patience"] == 3
+    train = trials[0].config["train"]
+    assert (train["max_epochs"], train["min_epochs"], train["early_stop"]) == (50, 10, "plateau")
 
 
 def test_a_data_dir_corpus_is_validated_instead_of_the_study_files_own_data(tmp_path):
@@ -325,8 +326,8 @@ def test_a_data_dir_corpus_is_validated_instead_of_the_study_files_own_data(tmp_
 def test_the_plateau_stopping_rule_is_part_of_every_trial_and_of_its_key():
     """budget.stop: plateau reaches each trial's train.early_stop, so it is in the trial key: a study never mixes
     rules. The rule stops on train.valid_metric's curve, so the study's metric must be that curve."""
-    patience = expand(load_study("cells"))
-    plateau = expand(load_study("cells", ["budget.stop=plateau"]))
+    patience = expand(load_study("cells", ["budget.stop=patience"]))
+    plateau = expand(load_study("cells"))  # the built-in studies stop on a plateau
     assert {t.config["train"]["early_stop"] for t in patience} == {"patience"}
     assert {t.config["train"]["early_stop"] for t in plateau} == {"plateau"}
     assert not {t.key for t in patience} & {t.key for t in plateau}

@@ -75,8 +75,8 @@ def _finished_trial(store: TrialStore, trial, stop_reason: str, checkpoint: bool
 @pytest.mark.parametrize("stop_reason, checkpoint, outcome", [
     ("early stopping", True, "kept"), ("max epochs", True, "reopened"), ("max epochs", False, "restarted")])
 def test_each_stored_trial_continues_as_its_stop_reason_says(tmp_path, stop_reason, checkpoint, outcome):
-    old = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))[0]
-    new = expand(load_study("cells", ["seeds=1", "budget.epochs=5"]))[0]
+    old = expand(load_study("cells", ["seeds=1", "budget.epochs=3", "budget.min_epochs=0"]))[0]
+    new = expand(load_study("cells", ["seeds=1", "budget.epochs=5", "budget.min_epochs=0"]))[0]
     assert old.key != new.key and without_budget(old.config) == without_budget(new.config)
     store = TrialStore(tmp_path)
     _finished_trial(store, old, stop_reason, checkpoint)
@@ -103,7 +103,7 @@ def test_a_later_min_epochs_keeps_the_trials_it_would_not_change(tmp_path, stop_
     one it ended at 5 continues from its final checkpoint (nmt takes the step the stop skipped,
     tests/nmt/test_train.py) or, without one, trains again from the start; the epoch budget, not
     raised, stays as it stopped."""
-    settings = ["seeds=1", "budget.epochs=10", "budget.patience=2"]
+    settings = ["seeds=1", "budget.epochs=10", "budget.patience=2", "budget.stop=patience", "budget.min_epochs=0"]
     old = expand(load_study("cells", settings))[0]
     new = expand(load_study("cells", [*settings, "budget.min_epochs=6"]))[0]
     assert old.key != new.key and without_budget(old.config) == without_budget(new.config)
@@ -152,7 +152,7 @@ def test_extend_refuses_a_smaller_budget():
     from nmt.errors import UserError
     from study.store.resume_checks import check_extension_changes
 
-    spec = load_study("cells", ["budget.epochs=5"])
+    spec = load_study("cells", ["budget.epochs=5", "budget.min_epochs=0"])
     state = {"spec": {"budget": {"epochs": 12}}}
     with pytest.raises(UserError, match="budget.epochs: 12 -> 5"):
         check_extension_changes(spec, state, ["budget.epochs: 12 -> 5"])
@@ -172,8 +172,8 @@ def test_extend_refuses_a_smaller_budget():
 
 
 def test_a_reopen_cut_short_is_taken_up_by_the_next_run(tmp_path, monkeypatch):
-    old = expand(load_study("cells", ["seeds=1", "budget.epochs=3"]))[0]
-    new = expand(load_study("cells", ["seeds=1", "budget.epochs=5"]))[0]
+    old = expand(load_study("cells", ["seeds=1", "budget.epochs=3", "budget.min_epochs=0"]))[0]
+    new = expand(load_study("cells", ["seeds=1", "budget.epochs=5", "budget.min_epochs=0"]))[0]
     store = TrialStore(tmp_path)
     _finished_trial(store, old, "max epochs")
 
@@ -209,12 +209,12 @@ def test_an_extension_refused_for_a_dropped_seed_moves_no_stored_trial(tmp_path)
     from study.store.migration import plan_adoption
     from study.store.resume_checks import check_extension
 
-    old = expand(load_study("cells", ["seeds=2", "budget.epochs=3"]))
+    old = expand(load_study("cells", ["seeds=2", "budget.epochs=3", "budget.min_epochs=0"]))
     store = TrialStore(tmp_path)
     for trial in old[:2]:  # LSTM seeds 1 and 2, stopped by their epochs
         _finished_trial(store, trial, "max epochs")
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    spec = load_study("cells", ["seeds=1", "budget.epochs=5"])  # more epochs, but seed 2 dropped
+    spec = load_study("cells", ["seeds=1", "budget.epochs=5", "budget.min_epochs=0"])  # more epochs, but seed 2 dropped
     trials = expand(spec)
     plan = plan_adoption(store, trials)
     assert [move.trial.key for move in plan] == [trials[0].key]
