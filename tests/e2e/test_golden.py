@@ -54,8 +54,7 @@ def where_verified() -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
-@needs_avx2
+@needs_avx2  # no Ray: off the "ray" group, so the other worker trains it beside the Ray studies
 def test_the_main_study_s_first_trial_gives_the_golden_numbers(tmp_path, cache_dir):
     config = tmp_path / "first.yaml"
     text = (GOLDEN / "main_first_trial.yaml").read_text(encoding="utf-8")
