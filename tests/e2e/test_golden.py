@@ -1,7 +1,7 @@
 """Golden numbers: under portable numerics the same seeds give the same numbers on Intel and AMD CPUs
 with AVX2, so the numbers one machine computed (tests/golden/golden.json) are asserted, to the last
-bit, on whatever machine runs this, listed there or not: the README main study's first trial, and
-the smoke run of the same study's every row (frozen copies in tests/golden/, so that a later change
+bit, on whatever machine runs this, listed there or not: the README main study's first trial (its first
+12 epochs), and the smoke run of the same study's every row (frozen copies in tests/golden/, so that a later change
 of the built-in study does not change what is tested).
 
 golden.json lists each CPU on which these numbers were reproduced (``verified_on``); a CPU not yet
