@@ -76,7 +76,9 @@ EARLY_STOP_REASONS = ("early stopping", "plateau")
 class TrainConfig:
     """Optimisation, schedules, budgets and seeding."""
 
-    lr: float = setting(1e-3, "learning rate (Adam)", gt=0.0)
+    lr: float = setting(1e-3, "learning rate", gt=0.0)
+    # adam: Adam with torch's defaults; sgd: plain SGD, no momentum (the FSMN paper's, lr 0.1)
+    optimizer: Literal["adam", "sgd"] = "adam"
     batch_tokens: int = setting(4096, "target tokens per batch (padding included)", ge=1)
     # Budgets: training ends at the first one used up. Counted, never timed, so a seed gives the
     # same model on any machine.
@@ -160,9 +162,12 @@ class ModelConfig:
     plain_output: bool = False
     # scaled: U(+-1/sqrt(fan_in)) matrices, N(0, 1/emb) embeddings read times sqrt(emb) (ours);
     # uniform: every weight, bias and embedding U(-init_range, init_range), embeddings read as they
-    # are (the ATR and Context Gates papers, init_range 0.08). Layer-norm gains and FSMN taps keep
-    # their starting values in both.
-    init: Literal["scaled", "uniform"] = "scaled"
+    # are (the ATR and Context Gates papers, init_range 0.08); he: scaled, but the matrices feeding
+    # each ReLU of a ReLU stack (FSMN) U(+-sqrt(6/fan_in)), fan_in summed over the matrices one ReLU
+    # adds up, and their biases 0 (the He uniform initialisation: the signal keeps its scale through
+    # the stack, where scaled shrinks it about 6x a layer). Layer-norm gains and FSMN taps keep
+    # their starting values in all three.
+    init: Literal["scaled", "uniform", "he"] = "scaled"
     init_range: float = setting(0.08, gt=0.0, le=1.0, note=", e.g. 0.08 (the ATR and Context Gates papers)")
     tie_embeddings: bool = setting(False, "target input and output embeddings share weights")
     # The unit's own options (the dataclass its module declares), written as model.<cell> in YAML.
@@ -365,6 +370,10 @@ def validate(cfg: Config, source: str) -> None:
                  f"state, so tied embeddings need model.emb = model.hidden (got {m.emb})")
     if m.bidirectional and m.dir_size == "half" and m.hidden % 2:
         fail("model.hidden", m.hidden, "must be even with bidirectional encoders of dir_size half")
+    if m.init == "he" and not m.unit.relu_layers:
+        relu = [u.name for u in units().values() if u.relu_layers]
+        fail("model.init", m.init, f"initialises the matrices that feed a ReLU stack, which only {', '.join(relu)} "
+             f"has; use scaled or uniform for {m.cell}")
     if m.unit.validate is not None:
         m.unit.validate(m, fail)
     if m.context_gate != "none":

@@ -41,6 +41,8 @@ class Seq2Seq(nn.Module):
             self.embed_scale = cfg.emb ** 0.5
             for embedding in (self.src_embed, self.tgt_embed):
                 nn.init.normal_(embedding.weight, std=cfg.emb ** -0.5)
+        if cfg.init == "he":
+            self._init_relu_inputs()
         with torch.no_grad():
             for embedding in (self.src_embed, self.tgt_embed):
                 embedding.weight[PAD].zero_()
@@ -56,6 +58,19 @@ class Seq2Seq(nn.Module):
         for p in self.parameters():
             if id(p) not in kept:
                 nn.init.uniform_(p, -bound, bound)
+
+    def _init_relu_inputs(self) -> None:
+        """He uniform initialisation of the matrices that feed each ReLU (modules that have them
+        name them by ``relu_inputs()``: one tuple per ReLU, the matrices it adds up): weights
+        U(+-sqrt(6 / fan_in)) with fan_in summed over the tuple, biases 0, so a pre-activation has
+        twice its input's mean square and the ReLU's output keeps the input's scale."""
+        for module in self.modules():
+            for matrices in getattr(module, "relu_inputs", lambda: ())():
+                bound = (6.0 / sum(linear.in_features for linear in matrices)) ** 0.5
+                for linear in matrices:
+                    nn.init.uniform_(linear.weight, -bound, bound)
+                    if linear.bias is not None:
+                        nn.init.zeros_(linear.bias)
 
     def lr_scales(self) -> list[tuple[list[nn.Parameter], float]]:
         """Parameter groups and their learning-rate factors: the parameters of modules whose

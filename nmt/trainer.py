@@ -1,6 +1,6 @@
 """The training loop: one config in, a trained model and ``metrics.json`` out.
 
-Each epoch: token-bucketed batches in a (seed, epoch)-determined order, Adam
+Each epoch: token-bucketed batches in a (seed, epoch)-determined order, Adam (or SGD)
 with gradient-norm clipping, then validation (teacher-forced perplexity and
 BLEU of greedy or beam translations), the lr schedule, a checkpoint, and a
 call of ``report(metrics, checkpoint_dir)`` - the hook through which Ray Tune
@@ -55,7 +55,7 @@ from pathlib import Path
 import torch
 
 from nmt.checkpoint import BEST, STATE, CheckpointError, atomic_save, load_file, write_static_files
-from nmt.config import EARLY_STOP_REASONS, Config
+from nmt.config import EARLY_STOP_REASONS, Config, TrainConfig
 from nmt.data.batching import make_batches
 from nmt.data.pipeline import ParallelData, load_data
 from nmt.durations import clock
@@ -122,6 +122,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+
+def make_optimizer(model: Seq2Seq, train: TrainConfig) -> torch.optim.Optimizer:
+    """``train.optimizer`` over the model's parameter groups, each at its ``lr_scale`` times ``train.lr``
+    (FSMN taps with ``memory_lr_scale``): Adam (fused under portable numerics) or plain SGD."""
+    groups = [{"params": params, "lr": train.lr * scale, "lr_scale": scale} for params, scale in model.lr_scales()]
+    if train.optimizer == "sgd":
+        return torch.optim.SGD(groups, lr=train.lr)
+    return torch.optim.Adam(groups, lr=train.lr, **adam_options(train.numerics))
+
+
 class Trainer:
     def __init__(self, cfg: Config, out_dir: str | Path, report: ReportFn | None = None, log: Log = print,
                  data: ParallelData | None = None):
@@ -142,9 +152,7 @@ class Trainer:
         """A newly initialised model, optimiser and progress (the start of every run)."""
         cfg = self.cfg
         self.model: Seq2Seq = build_model(cfg.model, len(self.data.src_vocab), len(self.data.tgt_vocab)).to(self.device)
-        groups = [{"params": params, "lr": cfg.train.lr * scale, "lr_scale": scale}
-                  for params, scale in self.model.lr_scales()]
-        self.optimizer = torch.optim.Adam(groups, lr=cfg.train.lr, **adam_options(cfg.train.numerics))
+        self.optimizer = make_optimizer(self.model, cfg.train)
         self.progress = Progress(lr=cfg.train.lr)
 
     # --- state -------------------------------------------------------------------

@@ -43,6 +43,9 @@ class Unit:
     #: "split": a bidirectional encoder layer gives each direction its share of the size;
     #: "total": the cell is bidirectional by construction and takes the whole size d
     bidirectional: str = "split"
+    #: whether its layers are ReLU stacks whose modules name the matrices feeding each ReLU
+    #: (``relu_inputs()``), which ``model.init: he`` initialises
+    relu_layers: bool = False
     #: model options the unit's paper sets differently from the generic defaults, e.g.
     #: {"layer_norm": True}; a config that sets them explicitly wins
     defaults: dict = field(default_factory=dict)

@@ -49,7 +49,7 @@ def _validate(model, fail) -> None:
 UNIT = Unit(
     name="fsmn", label="FSMN", rank=8, options=FSMNOptions,
     paper="Hou et al., Feedforward Sequential Memory Networks based Encoder-Decoder Model for Machine Translation",
-    recurrence="none", defaults={"attention": "general"},
+    recurrence="none", defaults={"attention": "general"}, relu_layers=True,
     encoder=FSMNEncoder, decoder=FSMNDecoder, validate=_validate, bench_layer=_bench_layer,
     shrink=lambda options: dataclasses.replace(options, order=min(options.order, 4)),
 )

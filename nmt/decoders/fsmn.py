@@ -35,6 +35,11 @@ class FSMNDecoderLayer(nn.Module):
         self.out_memory = nn.Linear(size, size, bias=False)  # W~
         self.out_context = nn.Linear(memory_size, size, bias=False) if attends else None  # W_H
 
+    def relu_inputs(self) -> list[tuple[nn.Linear, ...]]:
+        """The matrices feeding each of this layer's ReLUs (``model.init: he``): W_v; W', W~ and W_H."""
+        second = (self.out_hidden, self.out_memory) + ((self.out_context,) if self.out_context is not None else ())
+        return [(self.hidden,), second]
+
     def first_half(self, y: Tensor) -> Tensor:
         return torch.relu(self.hidden(self.dropout(y)))
 

@@ -57,6 +57,11 @@ class FSMNLayer(nn.Module):
         self.out_hidden = nn.Linear(remembered, size) if has_memory else None
         self.out_memory = nn.Linear(remembered, size, bias=False) if has_memory else None
 
+    def relu_inputs(self) -> list[tuple[nn.Linear, ...]]:
+        """The matrices feeding each of this layer's ReLUs (``model.init: he``): W_h; W and W~."""
+        feeding = [(self.hidden,)] if self.hidden is not None else []
+        return feeding + ([(self.out_hidden, self.out_memory)] if self.memory is not None else [])
+
     @property
     def memory_on_input(self) -> bool:
         """True when the memory block reads the hidden layer below (the paper's numbering puts it there)."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from nmt.errors import UserError
 from nmt.fileio import write_json
 from nmt.memory import keep_freed_memory
-from nmt.numerics import adam_options, apply_numerics
+from nmt.numerics import apply_numerics
 from study.analysis.numerics_note import records_numerics
 from study.analysis.exports import rebuild_exports
 from study.analysis.speed_columns import SPEED_FILE
@@ -67,14 +67,13 @@ class RowTimer:
         from nmt.benchmarks.decoding import ScriptedEnds
         from nmt.data.batching import make_batches, make_source_batches
         from nmt.model import build_model
-        from nmt.trainer import resolve_device
+        from nmt.trainer import make_optimizer, resolve_device
 
         torch.manual_seed(1)
         self.cfg = cfg
         self.device = resolve_device(cfg.train.device)  # where the row's trials trained
         self.model = build_model(cfg.model, len(data.src_vocab), len(data.tgt_vocab)).to(self.device)
-        groups = [{"params": params, "lr": cfg.train.lr * scale} for params, scale in self.model.lr_scales()]
-        self.optimizer = torch.optim.Adam(groups, lr=cfg.train.lr, **adam_options(cfg.train.numerics))
+        self.optimizer = make_optimizer(self.model, cfg.train)
         self.batches = [batch.to(self.device) for batch in
                         make_batches(data.train, cfg.train.batch_tokens, shuffle=True, seed=1, epoch=1)[:batches]]
         self.tokens = sum(batch.ntokens for batch in self.batches)

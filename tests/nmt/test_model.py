@@ -314,6 +314,25 @@ def test_uniform_init_draws_every_weight_from_the_range_and_reads_embeddings_uns
     assert scaled.embed_scale == 4.0
 
 
+def test_he_init_keeps_the_fsmn_signal_scale_where_scaled_shrinks_it():
+    overrides = ["model.cell=fsmn", "model.enc_layers=4", "model.fsmn.memory_layers=middle", "model.dec_layers=2"]
+    he, scaled = build([*overrides, "model.init=he"], hidden=64, emb=64), build(overrides, hidden=64, emb=64)
+    for module in he.modules():
+        for matrices in getattr(module, "relu_inputs", lambda: ())():
+            bound = (6.0 / sum(linear.in_features for linear in matrices)) ** 0.5
+            for linear in matrices:  # U(+-bound) over the matrices one ReLU adds up, biases 0
+                assert bound * 0.9 < linear.weight.abs().max() <= bound
+                assert linear.bias is None or not linear.bias.any()
+    fed = {id(linear) for m in he.modules() for group in getattr(m, "relu_inputs", lambda: ())() for linear in group}
+    # encoder: 2 plain + 2 memory layers (W and W~) a direction; decoder: W_v, W', W~, and W_H where it attends (the top)
+    assert len(fed) == 2 * (2 + 2 * 2) + 3 + 4
+    src, src_mask, _, _ = batch()
+    src_mask = src_mask.bool()
+    scale = {name: model.encode(src, src_mask)["states"][src_mask].pow(2).mean().sqrt().item()
+             for name, model in (("he", he), ("scaled", scaled))}
+    assert scale["he"] > 0.3 and scale["scaled"] < 0.2, scale
+
+
 def test_plain_output_feeds_the_top_state_to_the_softmax():
     model = build(["model.cell=srnmt", "model.plain_output=true", "model.deep_output=false"], hidden=8, emb=6)
     assert model.generator.in_features == 8  # the state's size, not the embedding's

@@ -163,10 +163,14 @@ def test_plateau_restarts_from_best_with_lower_lr(tmp_path, tiny_config, tiny_da
     assert all(torch.equal(best[k], v) for k, v in trainer.model.state_dict().items())
 
 
-def test_fsmn_memory_taps_keep_their_lower_learning_rate_through_decay_and_resume(tmp_path, tiny_config, tiny_data):
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_fsmn_memory_taps_keep_their_lower_learning_rate_through_decay_and_resume(tmp_path, tiny_config, tiny_data,
+                                                                                    optimizer):
     cfg = tiny_config("model.cell=fsmn", "model.enc_layers=3", "model.memory_layers=middle",
-                      "model.memory_lr_scale=0.01", "train.lr_decay=halve")
+                      "model.memory_lr_scale=0.01", "train.lr_decay=halve", f"train.optimizer={optimizer}")
     trainer = Trainer(cfg, tmp_path, log=lambda _: None, data=tiny_data)
+    assert type(trainer.optimizer) is {"adam": torch.optim.Adam, "sgd": torch.optim.SGD}[optimizer]
+    assert trainer.optimizer.defaults.get("momentum", 0) == 0  # the FSMN paper's SGD has no momentum
     trainer.fit()
     lrs = [group["lr"] for group in trainer.optimizer.param_groups]
     assert lrs == pytest.approx([cfg.train.lr * 0.5, cfg.train.lr * 0.5 * 0.01])  # one epoch, halved once
