@@ -122,7 +122,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-
 def make_optimizer(model: Seq2Seq, train: TrainConfig) -> torch.optim.Optimizer:
     """``train.optimizer`` over the model's parameter groups, each at its ``lr_scale`` times ``train.lr``
     (FSMN taps with ``memory_lr_scale``): Adam (fused under portable numerics) or plain SGD."""

@@ -15,7 +15,7 @@ from nmt.fileio import write_json, write_lines
 from nmt.typed_config import read_yaml
 from study.analysis import plots
 from study.analysis.additivity import ablation_additivity, export_additivity
-from study.analysis.claims import claims_table, export_claims
+from study.analysis.claims_table import claims_table, export_claims
 from study.analysis.curves import CURVES_FILE, curves_plot, load_progress, save_progress
 from study.analysis.html_report import write_html_report
 from study.analysis.numerics_note import numerics_note
@@ -28,9 +28,18 @@ from study.spec.expansion import expand, varied_keys
 from study.spec.labels import axis_name, display_value
 from study.spec.loading import spec_from_dict, study_path
 from study.spec.model import READING_KEYS, StudySpec, checked_study_name
+from study.store.claim_declarations import KEY, declared_column, now, with_declarations
 from study.store.ownership import check_real_tree, owned_path
 from study.store.records import experiment_dir, load_records, load_saved_records, save_records
-from study.store.study_state import STATE_FILE, command_history, left_out_note, read_references, read_study_state, study_trials
+from study.store.study_state import (
+    STATE_FILE,
+    command_history,
+    left_out_note,
+    read_references,
+    read_state,
+    read_study_state,
+    study_trials,
+)
 
 
 def write_command(study_dir: Path, commands: list[str]) -> None:
@@ -65,7 +74,10 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     additivity = ablation_additivity(spec, table, records, references)
     if additivity is not None:
         outputs += export_additivity(additivity, study_dir)
-    claims = claims_table(spec.fields.claims, title, table, records, references) if spec.fields.claims else None
+    claims = None
+    if spec.fields.claims:
+        declared = declared_column(read_state(study_dir), spec.fields.claims, str(study_dir / STATE_FILE))
+        claims = claims_table(spec.fields.claims, title, table, records, references, declared)
     if claims is not None:
         outputs += export_claims(claims, study_dir)
     if len(table.rows):
@@ -144,7 +156,8 @@ def _lookup(tree: dict, dotted: str):
 def adopt_reading_keys(state: dict, study_file: Path, study_dir: Path, say: Callable[[str], None]) -> dict:
     """The stored study with the claims, description and table title of ``study_file`` (``READING_KEYS``:
     they change how the results are read, never which trials ran), written back to study.json when
-    they differ, so that a rebuild by name reads them too."""
+    they differ, so that a rebuild by name reads them too; a claim new to the study (or changed) is declared
+    now (``study.store.claim_declarations``)."""
     tree = read_yaml(study_file)
     spec_from_dict(tree, str(study_file), expected_name=study_dir.name)  # the file must be a valid study, claims included
     stored = copy.deepcopy(state["spec"])
@@ -156,14 +169,17 @@ def adopt_reading_keys(state: dict, study_file: Path, study_dir: Path, say: Call
             target[name] = source[name]
         elif isinstance(target, dict):
             target.pop(name, None)
-    if stored == state["spec"]:
-        return state
     # the claims are judged on the stored study's rows, which the file may have relabelled: checked on those
     # rows before they are stored, so that nothing stored can make a later rebuild fail
-    spec_from_dict(stored, f"{study_file} (read on the rows of {study_dir / STATE_FILE})")
-    state = {**state, "spec": stored}
+    claims = spec_from_dict(stored, f"{study_file} (read on the rows of {study_dir / STATE_FILE})").fields.claims
+    declared = with_declarations(state, claims, now(), str(study_dir / STATE_FILE))
+    changed = stored != state["spec"]
+    if not changed and declared == state.get(KEY, {}):
+        return state
+    state = {**state, "spec": stored, **({KEY: declared} if declared else {})}
     write_json(study_dir / STATE_FILE, state)
-    say(f"took the claims, description and table title from {study_file} into {study_dir / STATE_FILE}")
+    if changed:
+        say(f"took the claims, description and table title from {study_file} into {study_dir / STATE_FILE}")
     return state
 
 

@@ -26,11 +26,12 @@ import yaml
 from nmt.errors import UserError
 from nmt.fileio import write_lines
 from study.analysis.additivity import Additivity, ablation_additivity, has_additivity
-from study.analysis.claims import ClaimsTable, claims_table
+from study.analysis.claims_table import ClaimsTable, claims_table
 from study.analysis.stored_study import load_stored_study
 from study.analysis.tables import StudyTable, display_frame, footnotes
 from study.spec.loading import spec_from_dict
 from study.spec.model import checked_study_name
+from study.store.claim_declarations import declared_column
 from study.store.ownership import check_real_tree, owned_path
 from study.store.record_validation import read_text, regular_file
 from study.store.study_state import command_history, read_study_state
@@ -216,7 +217,8 @@ def write_html_report(study_dir: Path, table: StudyTable | None = None, additivi
         additivity = ablation_additivity(stored.spec, table, stored.records, stored.references)
     if claims is None and spec.fields.claims:
         stored = stored or load_stored_study(study_dir)
-        claims = claims_table(spec.fields.claims, table.title, table, stored.records, stored.references)
+        declared = declared_column(state, spec.fields.claims, str(study_dir / "study.json"))
+        claims = claims_table(spec.fields.claims, table.title, table, stored.records, stored.references, declared)
     path = study_dir / REPORT_FILE
     write_lines(path, render_report(study_dir, state, table, additivity, claims).splitlines())
     return path

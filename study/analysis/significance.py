@@ -14,9 +14,10 @@ Built on sacreBLEU's sufficient statistics (the internals its own significance m
 ``seed_interval``: the 95% Welch interval of the difference of two rows' mean test BLEU over their
 seeds, each seed an independent training run: how much the difference could move with other
 training seeds, which the bootstrap leaves out. Its degrees of freedom are Welch-Satterthwaite's,
-fractional, as in R's ``t.test`` and scipy. ``welch_contrast`` adds the test's p-value and the
-minimum detectable effect; ``seeds_needed`` and ``holm`` complete the claims protocol
-(``study.analysis.claims``).
+fractional, as in R's ``t.test`` and scipy. ``welch_contrast`` adds the test's p-value, and its
+``SeedTest`` the intervals at other levels and the equivalence test; ``single_run_interval`` (the
+interval one more run of each row falls in), ``holm`` and ``holm_levels`` complete the claims protocol
+(``study.analysis.claims``; its power in ``study.analysis.power``).
 
 ``contrast_seed_interval`` and ``contrast_bootstrap_stats`` do the same for a weighted sum of
 several rows' BLEU (a contrast), such as how far a combined ablation's drop departs from the sum
@@ -33,7 +34,7 @@ from functools import lru_cache
 import numpy as np
 
 SEED = 12345  # sacreBLEU's default SACREBLEU_SEED: the same resamples, so the same p-values
-ALPHA, POWER = 0.05, 0.80  # two-sided 95% intervals and tests; power for the minimum detectable effect
+ALPHA = 0.05  # two-sided 95% intervals and tests
 
 
 def t_quantile(probability: float, df: float) -> float:
@@ -163,10 +164,26 @@ class SeedTest:
     df: float
     p_value: float
 
-    def minimum_detectable_effect(self) -> float:
-        """The smallest true contrast this test detects with 80% power at 5% (two-sided), from the
-        seeds at hand: ``(t(0.975, df) + t(0.80, df)) * se``."""
-        return minimum_detectable_effect(self.se, self.df)
+    def interval(self, level: float) -> tuple[float, float]:
+        """The two-sided interval of confidence ``1 - level`` (the claims' Holm-adjusted intervals)."""
+        if math.isnan(self.se) or self.se == 0:
+            return self.low, self.high
+        half = t_quantile(1 - level / 2, self.df) * self.se
+        return self.estimate - half, self.estimate + half
+
+    def equivalence_p(self, margin: float) -> float:
+        """The p-value of the two one-sided tests (TOST) of "the contrast lies within +-margin": the larger
+        of the one-sided p-values against -margin and against +margin (NaN without a standard error)."""
+        if math.isnan(self.se):
+            return math.nan
+        if self.se == 0:
+            return 0.0 if abs(self.estimate) < margin else 1.0
+        # scipy loads only when a test is computed
+        from scipy.stats import t
+
+        above_low = float(t.sf((self.estimate + margin) / self.se, self.df))
+        below_high = float(t.cdf((self.estimate - margin) / self.se, self.df))
+        return max(above_low, below_high)
 
 
 def seed_interval(mean: float, std: float, n: int, reference_mean: float, reference_std: float,
@@ -215,27 +232,31 @@ def welch_df(variances: list[float], seeds: list[int]) -> float:
     return sum(variances) ** 2 / sum(terms) if terms else math.inf
 
 
-def minimum_detectable_effect(se: float, df: float, power: float = POWER) -> float:
-    """The smallest true effect a two-sided 5% t test with standard error ``se`` and ``df`` degrees of
-    freedom detects with probability ``power`` (the usual approximation: the noncentral t's quantile
-    read as a shifted central one)."""
-    if math.isnan(se) or math.isnan(df):
-        return math.nan
-    return (t_quantile(1 - ALPHA / 2, df) + t_quantile(power, df)) * se
+def single_run_interval(terms: list[tuple[float, float, float, int]], level: float) -> tuple[float, float]:
+    """The interval, of confidence ``1 - level``, in which one more training run of each row would put the
+    contrast ``sum(weight * score)``, rows given as (weight, mean of the seeds, their sample standard
+    deviation, seeds): a prediction interval, variance ``sum(weight^2 std^2 (1 + 1/n))`` with
+    Welch-Satterthwaite degrees of freedom. A paper's value comes from one run of each row; this is the
+    interval it is compared with, our seeds' spread standing in for that run's noise. NaN under 2 seeds."""
+    if any(n < 2 or math.isnan(mean) or math.isnan(std) for _, mean, std, n in terms):
+        return math.nan, math.nan
+    variances = [weight ** 2 * std ** 2 * (1 + 1 / n) for weight, _, std, n in terms]
+    estimate = sum(weight * mean for weight, mean, _, _ in terms)
+    if sum(variances) == 0:
+        return estimate, estimate
+    half = t_quantile(1 - level / 2, welch_df(variances, [n for _, _, _, n in terms])) * math.sqrt(sum(variances))
+    return estimate - half, estimate + half
 
 
-def seeds_needed(terms: list[tuple[float, float]], effect: float, most: int = 100) -> int | None:
-    """How many seeds per row would detect a true contrast of ``effect`` with 80% power at 5%, each row
-    given as (weight, sample standard deviation of its seeds) and assumed to keep that spread;
-    None when more than ``most`` would be needed (or the effect is 0)."""
-    if not effect or any(math.isnan(std) for _, std in terms):
-        return None
-    for n in range(2, most + 1):
-        variances = [weight ** 2 * std ** 2 / n for weight, std in terms]
-        se = math.sqrt(sum(variances))
-        if se == 0 or minimum_detectable_effect(se, welch_df(variances, [n] * len(terms))) <= abs(effect):
-            return n
-    return None
+def holm_levels(p_values: list[float], alpha: float = ALPHA) -> list[float]:
+    """The level each p-value of a family is compared with at its step of Holm's procedure,
+    ``alpha / (m - rank + 1)`` for the rank-th smallest of m (NaN stays NaN and is not counted): the
+    level of the claim's Holm-adjusted interval, its power and its minimum detectable effect."""
+    ranked = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    levels = [math.nan] * len(p_values)
+    for rank, (_, index) in enumerate(ranked):
+        levels[index] = alpha / (len(ranked) - rank)
+    return levels
 
 
 def holm(p_values: list[float]) -> list[float]:

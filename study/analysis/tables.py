@@ -24,6 +24,7 @@ Markdown (also printed), CSV, LaTeX (booktabs) and the per-trial CSV.
 from __future__ import annotations
 
 import math
+from collections import Counter
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +137,7 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
         row.update(p_value=test.p_value, delta_ci_low=test.ci_low, delta_ci_high=test.ci_high,
                    delta_seeds_ci_low=seeds_low, delta_seeds_ci_high=seeds_high)
     frame = pd.DataFrame(rows)
+    frame.attrs["bleu_note"] = bleu_signature_note(records)
     if references_text is not None and reference:
         unusable = mismatched_translations(records, references_text, stats_cache)
         if unusable:
@@ -378,7 +380,24 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
         notes.append(rows.attrs["stopping_note"])
     if rows.attrs.get("numerics_note"):  # where the numbers hold (study.analysis.numerics_note)
         notes.append(rows.attrs["numerics_note"])
+    if rows.attrs.get("bleu_note"):  # which BLEU (build_table)
+        notes.append(rows.attrs["bleu_note"])
     return notes
+
+
+def bleu_signature_note(records: list[dict]) -> str | None:
+    """The sacreBLEU signature of the scored trials' test BLEU, as a note ("BLEU: sacreBLEU nrefs:1|...");
+    several signatures are each counted; None when no scored trial recorded one."""
+    scored = [r for r in records if r["status"] in SCORED and r["metrics"].get("test_bleu") is not None]
+    signatures = Counter(str(r["metrics"].get("bleu_signature") or "") for r in scored)
+    recorded = {signature: count for signature, count in signatures.items() if signature}
+    if not recorded:
+        return None
+    if len(recorded) == 1 and not signatures.get(""):
+        return f"BLEU: sacreBLEU {next(iter(recorded))}."
+    listed = "; ".join(f"{signature} ({count} trials)" for signature, count in recorded.items())
+    missing = f"; {signatures['']} trials recorded none" if signatures.get("") else ""
+    return f"BLEU: sacreBLEU {listed}{missing}."
 
 
 def warnings(rows: pd.DataFrame) -> list[str]:

@@ -1,8 +1,8 @@
 """One run of a study, as the driver's phases share it (``StudyRun``): the options asked for, the study
 with its data resolved, where its results and trial store live, the trials expanded once, the MLflow
 tracker, and ``study.json`` as stored and as this run wrote it. Also the states this run writes into
-``study.json``: as it starts (``initial_state``) and when it ends before the study finished
-(``mark_stopped``)."""
+``study.json``: as it starts (``initial_state``, which declares the study file's new claims:
+``study.store.claim_declarations``) and when it ends before the study finished (``mark_stopped``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from study.spec.model import StudySpec, Trial
 from study.spec.options import RunOptions
 from study.spec.portable import portable_tree
 from study.store.migration import Move
+from study.store.claim_declarations import KEY, now, with_declarations
 from study.store.provenance import environment
 from study.store.study_state import command_history, with_command, write_state
 from study.store.trial_store import TrialStore
@@ -61,13 +62,16 @@ class StudyRun:
 def initial_state(run: StudyRun, parent: str) -> dict:
     """study.json as this run starts (``run.state``: the stored one, None for a new or replaced study)."""
     spec, state, command = run.spec, run.state, run.options.command_line()
+    started = now()
+    declared = with_declarations(state, spec.fields.claims, started, str(run.study_dir / "study.json"))
     return {"study": spec.name, "status": "running", "request": spec.tree,
             "portable_request": portable_tree(spec.tree), "spec": spec_to_dict(spec),
             "fingerprint": spec.fingerprint, "tracking_uri": run.tracking_uri,
             "tracking_uri_default": run.tracking_uri == default_tracking_uri(run.results_root), "parent_run_id": parent,
             "command": command, "commands": with_command(command_history(state), command),
-            "started": (state or {}).get("started", time.strftime("%Y-%m-%d %H:%M:%S")),
-            "wall_seconds": (state or {}).get("wall_seconds", 0), "data": run.stats, "environment": environment()}
+            "started": (state or {}).get("started", started),
+            "wall_seconds": (state or {}).get("wall_seconds", 0), "data": run.stats, "environment": environment(),
+            **({KEY: declared} if declared else {})}
 
 
 def mark_stopped(run: StudyRun, reason: str) -> None:
@@ -77,7 +81,6 @@ def mark_stopped(run: StudyRun, reason: str) -> None:
     if run.written is None or run.written.get("status") != "running":
         return
     try:
-        write_state(run.study_dir, {**run.written, "status": "stopped", "stopped_by": reason,
-                                    "stopped": time.strftime("%Y-%m-%d %H:%M:%S")})
+        write_state(run.study_dir, {**run.written, "status": "stopped", "stopped_by": reason, "stopped": now()})
     except OSError:
         pass

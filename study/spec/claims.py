@@ -1,5 +1,6 @@
 """The ``claims:`` section of a study file: what a paper says about the study's rows, declared
-before the results so that the platform, not the reader, turns the results into verdicts
+(ideally before the results; ``study.store.claim_declarations`` records when) so that the platform,
+not the reader, turns the results into verdicts
 (``study.analysis.claims``; the protocol is docs/claims.md).
 
 Each claim names one comparison of the study's rows, the paper's value for it and what is
@@ -20,7 +21,7 @@ fails to converge). ``paper.reference`` is the paper's score of the row that siz
 (``relative_to``, by default ``against``): the paper's value as a fraction of it is compared with
 ours as a fraction of our score of that row, never absolute BLEU across corpora. A
 ``no_difference`` claim needs ``margin``: the largest departure, as a fraction of that score, that
-still counts as none.
+still counts as none, and ``margin_basis``: why, on grounds independent of the study's results.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class ClaimSpec:
     slope: dict | None = None  # x value -> row label
     relative_to: str | None = None  # the row whose score sizes the claim; default: against (slope: its first row)
     margin: float | None = None  # no_difference: the largest departure (fraction of relative_to's score) that is none
+    margin_basis: str = ""  # no_difference: why that margin, on grounds that do not depend on the study's results
     paper: PaperValue = field(default_factory=PaperValue)
 
     def sizing_row(self, reference: str | None) -> str | None:
@@ -169,8 +171,12 @@ def _validate_comparison(claim: ClaimSpec, labels: list[str], reference: str | N
         if claim.margin is None or not (0 < claim.margin < 1):
             fail("margin", f"= {claim.margin!r}: a no_difference claim needs the largest departure that still counts "
                            f"as none, as a fraction of {sizing!r}'s score (0 < margin < 1), e.g. margin: 0.02")
-    elif claim.margin is not None:
-        fail("margin", f"only a no_difference claim has a margin; this one is claim: {claim.claim}")
+        if not claim.margin_basis.strip():
+            fail("margin_basis", "missing; say in one line why the margin is what it is, on grounds that do not depend "
+                                 "on this study's results (the paper's own tolerance, a pilot's seed spread, ...)")
+    elif claim.margin is not None or claim.margin_basis:
+        part = "margin" if claim.margin is not None else "margin_basis"
+        fail(part, f"only a no_difference claim has a margin; this one is claim: {claim.claim}")
 
 
 # the sizes a weight, an x value and a paper's value may have: far beyond any study's, and small enough that

@@ -1,10 +1,13 @@
 """Claims in a study file: their validation, the verdict rule branch by branch, the claims table
-from records, and that claims never change what --resume compares.
+from records (the verdict without the seeds still improving, when each claim was declared), and that
+claims never change what --resume compares.
 
-Modules covered here: ``study.spec.claims``."""
+Modules covered here: ``study.spec.claims``, ``study.analysis.claims_table`` and
+``study.store.claim_declarations``."""
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 from pathlib import Path
@@ -13,17 +16,8 @@ import pytest
 import yaml
 
 from nmt.errors import ConfigError
-from study.analysis.claims import (
-    INCONCLUSIVE,
-    NOT_REPRODUCED,
-    NOT_TESTED,
-    REPRODUCED,
-    claim_weights,
-    claims_table,
-    export_claims,
-    verdict,
-)
-from study.analysis.significance import SeedTest
+from study.analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTED, REPRODUCED, claim_weights, verdict
+from study.analysis.claims_table import UNDER_TWO, claims_table, export_claims
 from study.analysis.tables import build_table
 from study.spec.loading import spec_from_dict
 from study.spec.model import trained_part
@@ -69,6 +63,8 @@ def test_a_valid_claim_is_typed_and_defaults_to_the_table_reference():
     ({"paper": {"value": -2.0, "reference": 1e200, "source": "x"}}, r"paper\.reference: = 1e\+200: .* at most 1e\+12"),
     ({"claim": "no_difference"}, r"claims\[0\]\.margin: = None: a no_difference claim needs"),
     ({"margin": 0.1}, r"margin: only a no_difference claim has a margin"),
+    ({"margin_basis": "why"}, r"margin_basis: only a no_difference claim has a margin"),
+    ({"claim": "no_difference", "margin": 0.02}, r"claims\[0\]\.margin_basis: missing; say in one line why the margin"),
     ({"paper": {"value": -2.0, "source": "x"}}, r"paper\.reference: = None: the paper's score"),
     ({"paper": {"value": -2.0, "reference": 20.0}}, r"paper\.source: missing"),
     ({"claim": "direction", "paper": {"value": 0.0, "reference": 20.0, "source": "x"}}, r"paper\.value: is 0"),
@@ -103,29 +99,27 @@ def test_claims_do_not_change_what_resume_compares():
     assert trained_part(before) != trained_part(after)
 
 
-def seed_test(estimate: float, half: float, p_value: float, se: float = 1.0, df: float = 4.0) -> SeedTest:
-    return SeedTest(estimate, estimate - half, estimate + half, se, df, p_value)
-
-
 def test_the_verdict_rule_branch_by_branch():
-    mde = seed_test(0, 1, 1).minimum_detectable_effect()  # about 3.7 with se 1 and 4 df
-    assert 3.5 < mde < 3.9
-    # a significant effect in the paper's direction: reproduced (direction), and for size also inside the interval
-    assert verdict("direction", seed_test(-3.0, 2.0, 0.01), 0.01, -8.0, None) == (REPRODUCED, False)
-    assert verdict("size", seed_test(-3.0, 2.0, 0.01), 0.01, -8.0, None) == (NOT_REPRODUCED, False)
-    assert verdict("size", seed_test(-3.0, 2.0, 0.01), 0.01, -4.0, None) == (REPRODUCED, False)
+    """verdict(kind, estimate, Holm p, our mean's interval, one run's interval, the paper on our scale, margin)."""
+    mean, run = (-3.5, -2.5), (-5.0, -1.0)
+    # a significant effect with the paper's sign: reproduced (direction), and for size also the paper inside one run's interval
+    assert verdict("direction", -3.0, 0.01, mean, run, -8.0, None) == (REPRODUCED, False)
+    assert verdict("size", -3.0, 0.01, mean, run, -8.0, None) == (NOT_REPRODUCED, False)
+    assert verdict("size", -3.0, 0.01, mean, run, -4.0, None) == (REPRODUCED, False)
     # significant the other way: not reproduced, flagged reversed
-    assert verdict("direction", seed_test(3.0, 2.0, 0.01), 0.01, -1.0, None) == (NOT_REPRODUCED, True)
-    # significant before Holm, not after: judged as not significant
-    assert verdict("direction", seed_test(-3.0, 2.0, 0.01), 0.2, -8.0, None) == (NOT_REPRODUCED, False)
-    assert verdict("direction", seed_test(-3.0, 2.0, 0.01), 0.2, -1.0, None) == (INCONCLUSIVE, False)
-    # not significant: the paper's effect below what these seeds can detect -> underpowered
-    assert verdict("size", seed_test(-0.5, 2.0, 0.6), 0.6, -1.0, None) == (INCONCLUSIVE, False)
-    assert verdict("size", seed_test(-0.5, 2.0, 0.6), 0.6, -6.0, None) == (NOT_REPRODUCED, False)
-    # no difference: a significant departure, enough power for the margin, or not enough
-    assert verdict("no_difference", seed_test(2.0, 1.0, 0.001), 0.001, 0.0, 5.0) == (NOT_REPRODUCED, False)
-    assert verdict("no_difference", seed_test(0.2, 1.0, 0.7), 0.7, 0.0, 5.0) == (REPRODUCED, False)
-    assert verdict("no_difference", seed_test(0.2, 1.0, 0.7), 0.7, 0.0, 1.0) == (INCONCLUSIVE, False)
+    assert verdict("direction", 3.0, 0.01, (2.5, 3.5), (1.0, 5.0), -1.0, None) == (NOT_REPRODUCED, True)
+    # not significant after Holm: not reproduced only where the paper's effect lies outside one run's interval
+    assert verdict("direction", -3.0, 0.2, (-6.0, 0.5), (-7.0, 1.0), -8.0, None) == (NOT_REPRODUCED, False)
+    assert verdict("direction", -3.0, 0.2, (-6.0, 0.5), (-7.0, 1.0), -1.0, None) == (INCONCLUSIVE, False)
+    assert verdict("size", -0.5, 0.6, (-2.5, 1.5), (-4.0, 3.0), 2.0, None) == (INCONCLUSIVE, False)
+    # the audit's case: the paper's sign, its value inside the interval, not significant -> inconclusive, not a refutation
+    assert verdict("direction", -0.66, 0.34, (-1.50, 0.17), (-3.05, 1.73), -1.18, None) == (INCONCLUSIVE, False)
+    # no difference: the two one-sided tests reject -> reproduced; our interval beyond the margin -> not reproduced
+    assert verdict("no_difference", 0.2, 0.01, (-0.5, 0.9), (-2.0, 2.4), 0.0, 1.0) == (REPRODUCED, False)
+    assert verdict("no_difference", 2.0, 0.9, (1.5, 2.5), (0.0, 4.0), 0.0, 1.0) == (NOT_REPRODUCED, False)
+    assert verdict("no_difference", -2.0, 0.9, (-2.5, -1.5), (-4.0, 0.0), 0.0, 1.0) == (NOT_REPRODUCED, False)
+    # a difference significantly away from 0 but not from the margin: neither
+    assert verdict("no_difference", 0.8, 0.3, (0.1, 1.5), (-1.0, 2.6), 0.0, 1.0) == (INCONCLUSIVE, False)
 
 
 def bleu_record(label: str, row: int, seed: int, bleu: float, status: str = "ok", params: int = 1000) -> dict:
@@ -149,7 +143,8 @@ def judged(claims: list, records: list[dict], plateau: dict | None = None, seeds
 def test_claims_table_from_records(tmp_path):
     records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
     claims = [claim(),  # paper -10% of the reference: ours -9.9%
-              claim(name="tiny-same", claim="no_difference", margin=0.02, row="tiny", against="small",
+              claim(name="tiny-same", claim="no_difference", margin=0.02, margin_basis="a reason", row="tiny",
+                    against="small",
                     paper={"value": 0.1, "reference": 20.0, "source": "x"}),
               claim(name="params", claim="direction", metric="params", row="tiny",
                     paper={"value": -10, "reference": 100, "source": "x"}),
@@ -172,7 +167,7 @@ def test_claims_table_from_records(tmp_path):
     assert "\\begin{tabular}" in (tmp_path / "claims.tex").read_text(encoding="utf-8")
 
 
-def test_a_claim_on_unfinished_or_still_improving_rows_is_not_tested():
+def test_only_unfinished_seeds_leave_a_claim_untested_and_improving_ones_are_a_caveat():
     finished = {"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]}
     records = records_of(finished)
     unfinished = [r for r in records if not (r["label"] == "small" and r["seed"] == 3)]
@@ -180,25 +175,58 @@ def test_a_claim_on_unfinished_or_still_improving_rows_is_not_tested():
     assert rows.loc["smaller-worse", "verdict"] == NOT_TESTED
     assert rows.loc["smaller-worse", "why_not_tested"] == "small has 2 of 3 seeds"
     assert rows.loc["smaller-worse", "as_trained"] == REPRODUCED  # what the rule would say: not a verdict
-    improving = judged([claim()], records, plateau={"base2": False}).rows.set_index("claim")
-    assert improving.loc["smaller-worse", "verdict"] == NOT_TESTED
-    assert improving.loc["smaller-worse", "why_not_tested"] == "not on a plateau: base (1 of 3 seeds)"
-    assert "base (1 of 3 seeds)" in judged([claim()], records, plateau={"base2": False}).markdown()
-    # seeds of 3 epochs: too few validation scores for the plateau test, so nothing shows they converged
-    for record in records:
-        if record["label"] == "small" and record["seed"] < 3:
-            record["metrics"].update(epochs=3, best_epoch=2)
-    short = judged([claim()], records).rows.set_index("claim")
-    assert short.loc["smaller-worse", "verdict"] == NOT_TESTED
-    assert short.loc["smaller-worse", "why_not_tested"] == \
-        "too short for the plateau test (under 5 validation scores): small (2 of 3 seeds)"
+    # a seed still improving: the verdict stands, and the rule is applied again without it
+    improving = judged([claim()], records, plateau={"base2": False})
+    rows = improving.rows.set_index("claim")
+    assert rows.loc["smaller-worse", "verdict"] == REPRODUCED
+    assert rows.loc["smaller-worse", "sensitivity_text"] == "same"
+    assert "Still improving when training ended (1 trials): base seed 2." in improving.markdown()
+    # two of a row's three seeds improving: one left, too few to judge without them
+    two = judged([claim()], records, plateau={"small1": False, "small2": False}).rows.set_index("claim")
+    assert two.loc["smaller-worse", "verdict"] == REPRODUCED and two.loc["smaller-worse", "sensitivity_text"] == UNDER_TWO
+    # an improving seed of a row the claim does not compare changes nothing there
+    other = judged([claim()], records, plateau={"tiny1": False}).rows.set_index("claim")
+    assert other.loc["smaller-worse", "sensitivity_text"] == "-"
+    # the verdict without it can differ: base's high seed set aside, small no longer lies below base
+    flips = records_of({"base": [30.0, 27.2, 27.1], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
+    for record in flips:
+        if record["label"] == "base":
+            record["metrics"]["test_bleu"] = {1: 31.0, 2: 31.2, 3: 27.1}[record["seed"]]
+    sensitive = judged([claim(claim="direction")], flips, plateau={"base3": False}).rows.set_index("claim")
+    assert sensitive.loc["smaller-worse", "sensitivity_text"] not in ("same", "-", UNDER_TWO)
 
 
-def test_a_diverged_seed_reproduces_a_fails_to_converge_claim():
-    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2]})
-    records.append(bleu_record("tiny", 2, 3, 0.0, status="diverged"))
-    rows = judged([claim(name="tiny-fails", claim="diverges", row="tiny", paper={"source": "x"})], records).rows
-    assert rows.loc[0, "verdict"] == REPRODUCED
+def test_a_fails_to_converge_claim_waits_for_every_seed_like_any_claim():
+    claims = [claim(name="tiny-fails", claim="diverges", row="tiny", paper={"source": "x"})]
+    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0]})
+    records.append(bleu_record("tiny", 2, 2, 0.0, status="diverged"))
+    waiting = judged(claims, records).rows
+    assert waiting.loc[0, "verdict"] == NOT_TESTED and waiting.loc[0, "why_not_tested"] == "tiny has 2 of 3 seeds"
+    assert waiting.loc[0, "as_trained"] == REPRODUCED
+    records.append(bleu_record("tiny", 2, 3, 23.9))
+    assert judged(claims, records).rows.loc[0, "verdict"] == REPRODUCED
+    converged = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
+    rows = judged(claims, converged, plateau={"tiny2": False}).rows
+    assert rows.loc[0, "verdict"] == NOT_REPRODUCED and rows.loc[0, "sensitivity_text"] == "same"
+
+
+def test_a_no_difference_claim_is_reproduced_only_when_both_one_sided_tests_reject():
+    """The TOST p-value recomputed independently from scipy's Welch tests of the shifted samples."""
+    from scipy.stats import ttest_ind
+
+    scores = {"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [27.1, 27.2, 27.0]}
+    same = claim(name="tiny-same", claim="no_difference", margin=0.02, margin_basis="a reason", row="tiny",
+                 against="small", paper={"value": 0.1, "reference": 20.0, "source": "x"})
+    rows = judged([same], records_of(scores)).rows.set_index("claim")
+    margin = 0.02 * sum(scores["small"]) / 3
+    tiny, small = scores["tiny"], scores["small"]
+    above = ttest_ind([x + margin for x in tiny], small, equal_var=False, alternative="greater").pvalue
+    below = ttest_ind([x - margin for x in tiny], small, equal_var=False, alternative="less").pvalue
+    assert rows.loc["tiny-same", "p_value"] == pytest.approx(max(above, below), rel=1e-9)
+    assert rows.loc["tiny-same", "verdict"] == REPRODUCED  # the family has one claim: Holm changes nothing
+    wide = records_of({**scores, "tiny": [25.1, 29.2, 27.0]})  # the same mean, a wide spread: TOST fails
+    rows = judged([same], wide).rows.set_index("claim")
+    assert rows.loc["tiny-same", "adjusted_p"] >= 0.05 and rows.loc["tiny-same", "verdict"] == INCONCLUSIVE
 
 
 def test_holm_counts_every_statistical_claim_of_the_study():
@@ -254,3 +282,39 @@ def test_a_study_file_whose_claims_name_rows_the_study_lacks_is_refused_before_s
     assert f"{relabelled} (read on the rows of " in line and "'GRU + source gate' is not a row of this study" in line
     assert (tmp_path / "results" / name / "study.json").read_bytes() == before
     assert in_process(name, "--results", str(tmp_path / "results"), module="study.table").returncode == 0  # still reads
+
+
+def test_declarations_record_each_version_of_a_claim_once_and_say_whether_it_came_before_the_trials():
+    from study.store.claim_declarations import AFTER, BEFORE, KEY, UNRECORDED, declared_column, with_declarations
+    from study.store.record_validation import BadRecord
+
+    (first,) = spec_from_dict(study_tree([claim()]), "s.yaml").fields.claims
+    stored = with_declarations(None, [first], "2026-12-01 10:00:00", "study.json")
+    assert with_declarations({KEY: stored}, [first], "2026-12-03 10:00:00", "study.json") == stored  # seen before
+    (changed,) = spec_from_dict(study_tree([claim(says="smaller is worse")]), "s.yaml").fields.claims
+    both = with_declarations({KEY: stored}, [changed], "2026-12-03 10:00:00", "study.json")
+    assert [version["declared"] for version in both["smaller-worse"]] == ["2026-12-01 10:00:00", "2026-12-03 10:00:00"]
+    state = {KEY: both, "started": "2026-12-02 00:00:00"}
+    assert declared_column(state, [first], "study.json") == {"smaller-worse": BEFORE}
+    assert declared_column(state, [changed], "study.json") == {"smaller-worse": AFTER}  # its text came later
+    assert declared_column({"started": "2026-12-02 00:00:00"}, [first], "study.json") == {"smaller-worse": UNRECORDED}
+    for damaged in ({"smaller-worse": "yes"}, {"smaller-worse": [{"hash": "ab"}]},
+                    {"smaller-worse": [{"hash": "ab", "declared": "yesterday"}]}):
+        with pytest.raises(BadRecord, match=r"^study.json: 'claims_declared\.smaller-worse(\[0\])?'.*; move study.json's"):
+            declared_column({KEY: damaged, "started": "2026-12-02 00:00:00"}, [first], "study.json")
+
+
+def test_study_table_from_a_file_declares_its_claims_and_the_table_says_after_the_results(tmp_path):
+    from study_helpers import in_process
+
+    name = "fsmn_m30k"
+    shutil.copytree(Path(__file__).resolve().parents[3] / "results" / "reference" / name, tmp_path / name)
+    source = Path(__file__).resolve().parents[3] / "search_spaces" / "multi30k" / f"{name}.yaml"
+    assert in_process(str(source), "--results", str(tmp_path), module="study.table").returncode == 0
+    state = json.loads((tmp_path / name / "study.json").read_text(encoding="utf-8"))
+    assert set(state["claims_declared"]) == {"fsmn-1word-bleu", "fsmn-2word-bleu", "two-word-window", "fsmn-trains-faster"}
+    claims = (tmp_path / name / "claims.md").read_text(encoding="utf-8")
+    assert "Declared after the results (after the study's first trial started): fsmn-1word-bleu" in claims
+    before = (tmp_path / name / "study.json").read_bytes()
+    assert in_process(str(source), "--results", str(tmp_path), module="study.table").returncode == 0
+    assert (tmp_path / name / "study.json").read_bytes() == before  # declared once
