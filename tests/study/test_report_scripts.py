@@ -198,6 +198,8 @@ def test_the_report_s_claims_tables_are_the_ones_study_table_wrote():
         claims = (RESULTS / study / "claims.md").read_text(encoding="utf-8")
         table = [line for line in claims.splitlines() if line.startswith("|")]
         assert "\n".join(table) in report
+        signature = next(line for line in claims.splitlines() if line.startswith("BLEU: sacreBLEU"))
+        assert f"- {signature}" in report  # the BLEU the verdicts are computed in, under each claims table
     edited = report.replace("| not reproduced ", "| reproduced     ", 1)
     assert edited != report and report_tables.refresh(edited) == report
 

@@ -44,6 +44,22 @@ def test_mean_std_ci_and_delta_over_finished_seeds():
     assert (var["ok"], var["diverged"], var["failed"]) == (1, 1, 1)
 
 
+def test_the_last_note_is_the_sacrebleu_signature_the_trials_recorded():
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    records = [record("base", 0, seed, "ok", 20.0 + seed) for seed in (1, 2)]
+    for r in records:
+        r["metrics"]["bleu_signature"] = signature
+    table = build_table(records, "t", "base", None)
+    assert table.markdown().rstrip().endswith(f"BLEU: sacreBLEU {signature}.")
+    records[1]["metrics"]["bleu_signature"] = signature.replace("2.6.0", "2.5.1")
+    records.append(record("base", 0, 3, "ok", 23.0))  # recorded none
+    note = build_table(records, "t", "base", None).markdown().rstrip().splitlines()[-1]
+    assert note == (f"BLEU: sacreBLEU {signature} (1 trials); {signature.replace('2.6.0', '2.5.1')} (1 trials); "
+                    "1 trials recorded none.")
+    records = [record("base", 0, 1, "ok", 20.0)]
+    assert "sacreBLEU" not in build_table(records, "t", "base", None).markdown()  # nothing recorded, nothing said
+
+
 def test_a_row_whose_seeds_all_diverged_says_so():
     records = [record("base", 0, 1, "ok", 20.0), record("bad", 1, 1, "diverged", 0.0), record("bad", 1, 2, "diverged")]
     table = build_table(records, "t", "base", None)
