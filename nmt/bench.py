@@ -45,7 +45,7 @@ from nmt.benchmarks.cells import bench_cells_names, cell_table
 from nmt.benchmarks.decoding import decoding_table
 from nmt.benchmarks.models import model_table
 from nmt.benchmarks.targets import target_table
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
 
 
@@ -75,8 +75,7 @@ def decode_size(text: str) -> tuple[int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=program_name("nmt.bench"),
+    parser = command_parser("nmt.bench",
         description="Speed of every recurrent unit as ratios to torch.nn.LSTM measured in the same run, "
                     "achieved GFLOP/s against this machine's measured GEMM peak, and whole-model training "
                     "and decoding speed.",

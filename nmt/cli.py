@@ -3,6 +3,7 @@ read-only, permissions), are one line on stderr and exit 2."""
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import errno
 import logging
@@ -22,6 +23,26 @@ def program_name(module: str) -> str:
     """How the user called a command, for its usage lines: ``python -m MODULE`` or its console
     script (``rnmt-study run``)."""
     return SCRIPT_NAMES.get(module, f"python -m {module}")
+
+
+def package_version() -> str:
+    """The installed package's version (pyproject.toml's), or say that it is not installed."""
+    # importlib.metadata loads only when a version is asked for
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rnmt-study")
+    except PackageNotFoundError:
+        return "(not installed: pip install -e .)"
+
+
+def command_parser(module: str, **options) -> argparse.ArgumentParser:
+    """The argument parser of the command ``python -m MODULE`` (or its console script): usage lines
+    name what the user typed, and ``--version`` prints the package's version."""
+    parser = argparse.ArgumentParser(prog=program_name(module), **options)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                        help="print the version of rnmt-study and exit")
+    return parser
 
 
 def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> int:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from nmt.checkpoint import read_config
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 from nmt.config import Config, config_from_dict, config_yaml, load_config, smoke
 from nmt.data.pipeline import check_vocabulary_size
 from nmt.typed_config import apply_overrides, tree_changes
@@ -27,8 +27,7 @@ DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=program_name("nmt.train"),
+    parser = command_parser("nmt.train",
         description=f"Train an attentional encoder-decoder with any recurrent unit ({' '.join(unit_names())}; "
                     "python -m nmt.units describes them) and evaluate it with sacreBLEU.",
         epilog="Example: python -m nmt.train --config nmt/configs/multi30k_gru.yaml --set train.max_epochs=5 "

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
 from nmt.numerics import NUMERICS, apply_numerics
 from nmt.fileio import write_lines
@@ -27,8 +27,7 @@ INLINE_BREAKS = str.maketrans({c: " " for c in "\r\v\f\x1c\x1d\x1e\x85\u2028\u20
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program_name("nmt.translate"),
-                                     description="Translate stdin with a checkpoint written by nmt.train: one "
+    parser = command_parser("nmt.translate", description="Translate stdin with a checkpoint written by nmt.train: one "
                                                  "output line per input line.")
     parser.add_argument("--checkpoint", type=Path, required=True,
                         help="a run's checkpoint directory (e.g. runs/default/checkpoint) or the run directory")

@@ -4,17 +4,15 @@ what does a study cost around its trials (``--fixed-cost``)? The work is
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog=program_name("study.bench"),
+    parser = command_parser("study.bench",
         description="Wall time of N identical small trials run as a study (one trial per CPU, on Ray) "
                     "against the same trials run one after another in one process using every CPU.",
         epilog="Example: python -m study.bench --trials 4 --epochs 3")

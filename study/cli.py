@@ -16,7 +16,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 
-from nmt.cli import SCRIPT_NAMES, run_main
+from nmt.cli import SCRIPT_NAMES, package_version, run_main
 from nmt.typed_config import suggest
 
 
@@ -90,6 +90,9 @@ def dispatch(prog: str, description: str, commands: dict[str, Command], argv: li
     if args and args[0] in ("-h", "--help"):
         print(overview(prog, description, commands, see_also))
         return 0
+    if args and args[0] == "--version":
+        print(f"{prog} {package_version()}")
+        return 0
     names = ", ".join(commands)
     if not args:
         print(f"error: {prog} needs a command: {names} ({prog} --help says what each does)", file=sys.stderr)
@@ -106,7 +109,8 @@ def overview(prog: str, description: str, commands: dict[str, Command], see_also
     width = max(len(name) for name in commands)
     lines = [f"usage: {prog} COMMAND [ARGS ...]", "", description, "", "commands:"]
     lines += [f"  {name:<{width}}  {command.summary}" for name, command in commands.items()]
-    lines += ["", f"{prog} COMMAND --help shows a command's options (the same as python -m MODULE --help)."]
+    lines += ["", f"{prog} COMMAND --help shows a command's options (the same as python -m MODULE --help); "
+                  f"{prog} --version, the version."]
     if see_also:
         lines.append(see_also)
     return "\n".join(lines)

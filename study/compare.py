@@ -3,16 +3,14 @@ study's rows against another of its rows); the work is ``study.analysis.comparis
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog=program_name("study.compare"),
+    parser = command_parser("study.compare",
         description="One table (Markdown, CSV, LaTeX) and one bar figure over the rows of several studies, with "
                     "the significance columns of a study's own table (Δ, bootstrap interval, p) measured against one "
                     "reference row. One study with --reference measures its rows against another of its own rows. "

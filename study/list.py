@@ -3,16 +3,14 @@ each exist; ``python -m study.list NAME``: where each trial of one study stands.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog=program_name("study.list"),
+    parser = command_parser("study.list",
         description="List the built-in studies (search_spaces/*.yaml): kind, number of trials, budget per "
                     "trial, which results exist (finished or running, and where) and what each reproduces. "
                     "With a study's NAME: where each of its trials stands (finished, part-way at which epoch, "

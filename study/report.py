@@ -3,16 +3,14 @@ stored results; the work is ``study.analysis.html_report``."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog=program_name("study.report"),
+    parser = command_parser("study.report",
         description="(Re)write results/NAME/report.html from a study's stored results: one self-contained HTML file "
                     "(table, figures, configuration, data, environment) to send to a colleague. Trains nothing.",
         epilog="example: python -m study.report ablation_srnmt --results results/reference")

@@ -7,13 +7,12 @@ import argparse
 import shlex
 import sys
 
-from nmt.cli import exit_without_teardown, program_name, run_main
+from nmt.cli import command_parser, exit_without_teardown, run_main
 from study.spec.options import add_arguments, from_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=program_name("study.run"),
+    parser = command_parser("study.run",
         description="Run a named study from search_spaces/ (or a study .yaml file): every configuration and "
                     "seed is a Ray Tune trial of the nmt core, tracked in MLflow; the tables and plots go to "
                     "results/NAME/. python -m study.list shows the built-in studies.",

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 
 
 def positive(text: str) -> int:
@@ -18,8 +18,7 @@ def positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=program_name("study.speed"),
+    parser = command_parser("study.speed",
         description="Time every row of a stored study on this machine in one pass (training tokens/s and "
                     "beam-search words/s, interleaved rounds), write speed.json beside its tables and rebuild "
                     "them: the table's speed columns and the speed plot then show these numbers instead of "

@@ -7,12 +7,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program_name("study.table"),
-                                     description="Rebuild results/NAME/ (md, csv, tex, png) from the stored "
+    parser = command_parser("study.table", description="Rebuild results/NAME/ (md, csv, tex, png) from the stored "
                                                  "trial results of a study run, and print the Markdown table "
                                                  "(and an ablation's additivity table).")
     parser.add_argument("name", help="the study's name (or its .yaml file)")

@@ -179,3 +179,22 @@ def test_subcommand_help_is_the_module_help_under_the_script_name(capsys, monkey
         # the usage lines wrap differently (the names differ in length); the rest is the same
         assert script_help.split("\n\n", 1)[1] == module_help.split("\n\n", 1)[1], prog
     assert not SCRIPT_NAMES  # the script's name ends with its command
+
+
+def test_every_command_and_console_script_answers_version(capsys):
+    from nmt.cli import package_version
+
+    version = package_version()
+    assert version == tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    commands = [(f"rnmt-study {name}", cli.main, [name], c.module) for name, c in cli.STUDY_COMMANDS.items()]
+    commands += [(f"rnmt-analyze {name}", cli.analyze, [name], c.module) for name, c in cli.ANALYSIS_COMMANDS.items()]
+    commands += [("rnmt-train", cli.train, [], "nmt.train"), ("rnmt-translate", cli.translate, [], "nmt.translate"),
+                 ("rnmt-bench", cli.bench, [], "nmt.bench")]
+    for prog, function, argv, module in commands:
+        assert help_text(function, [*argv, "--version"], capsys) == f"{prog} {version}\n"
+        assert help_text(importlib.import_module(module).main, ["--version"], capsys) == f"python -m {module} {version}\n"
+    synthetic = importlib.import_module("nmt.data.synthetic")
+    assert help_text(synthetic._main, ["--version"], capsys) == f"python -m nmt.data.synthetic {version}\n"
+    for function, prog in ((cli.main, "rnmt-study"), (cli.analyze, "rnmt-analyze")):
+        assert function(["--version"]) == 0 and capsys.readouterr().out == f"{prog} {version}\n"
+    assert not SCRIPT_NAMES

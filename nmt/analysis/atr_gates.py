@@ -30,18 +30,19 @@ import sys
 
 import torch
 
-from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out, pyplot,
+from nmt.figures import subplots
+from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out,
                                  save_figure, traced_batches, write_summary)
 from nmt.cells.atr import ATRCell
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
 
 MIN_SENTENCES_PER_POSITION = 10  # positions seen in fewer sentences are too noisy to plot
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.atr_gates"),
-                                     description="ATR input/forget gate correlation (Pearson r), the position-wise "
+    parser = command_parser("nmt.analysis.atr_gates",
+        description="ATR input/forget gate correlation (Pearson r), the position-wise "
                                                  "gate means of Zhang et al. 2018 Figure 3, and the eq. (10) weights "
                                                  "g_k of one sentence.")
     add_run_arguments(parser)
@@ -145,8 +146,7 @@ def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int
 
 
 def plot_positions(summary: dict, path) -> None:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = subplots(figsize=(6, 3.5))
     xs = [p["position"] for p in summary["positions"]]
     ax.plot(xs, [p["input_gate"] for p in summary["positions"]], marker="o", ms=3, label="input gate i")
     ax.plot(xs, [p["forget_gate"] for p in summary["positions"]], marker="s", ms=3, label="forget gate f")
@@ -160,10 +160,9 @@ def plot_positions(summary: dict, path) -> None:
 
 
 def plot_dependencies(example: dict, path) -> None:
-    plt = pyplot()
     weights, labels = example["weights"].numpy(), example["labels"]
     size = max(4.0, 0.35 * len(labels) + 2)
-    fig, ax = plt.subplots(figsize=(size, size))
+    fig, ax = subplots(figsize=(size, size))
     masked = weights.copy()
     masked[masked == 0] = float("nan")
     image = ax.imshow(masked, cmap="viridis")

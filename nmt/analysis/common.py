@@ -103,16 +103,6 @@ def pearson(x: Sequence[float] | torch.Tensor, y: Sequence[float] | torch.Tensor
     return float((dx * dy).sum()) / denominator if denominator > 0 else math.nan
 
 
-def pyplot():
-    """matplotlib's pyplot on the Agg backend (files only, no display)."""
-    import matplotlib  # heavy, and only the commands that draw need it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # after choosing the backend
-
-    return plt
-
-
 def prepare_out(out: Path) -> Path:
     check_writable_dir(out, "--out")
     out.mkdir(parents=True, exist_ok=True)
@@ -125,7 +115,6 @@ def save_figure(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     fig.savefig(path.with_suffix(".pdf"), metadata={"CreationDate": None})
-    pyplot().close(fig)
     return path
 
 

@@ -23,17 +23,17 @@ import sys
 import torch
 from sacrebleu.metrics import BLEU
 
-from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out, pyplot,
+from nmt.figures import subplots
+from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out,
                                  save_figure, traced_batches, write_summary)
-from nmt.cli import program_name, run_main
+from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
 from nmt.modules.context_gate import ContextGate
 from nmt.translator import translate
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.context_gates"),
-                                     description="Per-sentence mean context-gate value against sentence BLEU "
+    parser = command_parser("nmt.analysis.context_gates", description="Per-sentence mean context-gate value against sentence BLEU "
                                                  "(Tu et al. 2017, Table 6), with a scatter plot.")
     add_run_arguments(parser)
     parser.add_argument("--beam", type=int, help="beam for the translations (default: the run's decode.beam)")
@@ -76,8 +76,7 @@ def correlations(gate_means: list[float], bleus: list[float], lengths: list[int]
 
 
 def plot(gate_means, bleus, summary, path) -> None:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 4))
+    fig, ax = subplots(figsize=(5.5, 4))
     ax.scatter(gate_means, bleus, s=6, alpha=0.4)
     ax.set_xlabel("mean context gate z of the sentence")
     ax.set_ylabel("sentence BLEU")

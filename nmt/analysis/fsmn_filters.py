@@ -17,14 +17,15 @@ import sys
 
 import torch
 
-from nmt.analysis.common import Run, add_run_arguments, load_run, prepare_out, pyplot, save_figure, write_summary
-from nmt.cli import program_name, run_main
+from nmt.figures import subplots
+from nmt.analysis.common import Run, add_run_arguments, load_run, prepare_out, save_figure, write_summary
+from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.fsmn_filters"),
-                                     description="Plot the learned FSMN memory filters a_0..a_N of the last memory "
+    parser = command_parser("nmt.analysis.fsmn_filters",
+        description="Plot the learned FSMN memory filters a_0..a_N of the last memory "
                                                  "block of the forward encoder, the reverse encoder and the decoder "
                                                  "(Hou et al., Fig. 3).")
     add_run_arguments(parser, text=False)
@@ -60,8 +61,7 @@ def describe(taps: torch.Tensor) -> dict:
 
 
 def plot(filters: dict[str, dict], path) -> None:
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.8))
+    fig, ax = subplots(figsize=(6, 3.8))
     for name, info in filters.items():
         xs = list(range(len(info["taps"])))
         ax.plot(xs, info["taps"], marker="o", ms=3, label=name)

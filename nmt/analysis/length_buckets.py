@@ -15,16 +15,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.analysis.common import prepare_out, pyplot, save_figure, write_summary
-from nmt.cli import program_name, run_main
+from nmt.figures import subplots
+from nmt.analysis.common import prepare_out, save_figure, write_summary
+from nmt.cli import command_parser, run_main
 from nmt.data.corpus import read_lines
 from nmt.errors import UserError
 from nmt.evaluate import corpus_bleu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=program_name("nmt.analysis.length_buckets"),
-                                     description="BLEU and length ratio per source-length bucket for one or more "
+    parser = command_parser("nmt.analysis.length_buckets",
+        description="BLEU and length ratio per source-length bucket for one or more "
                                                  "systems' translations of the same test set (Tu et al. 2017, Fig. 7).")
     parser.add_argument("--source", type=Path, required=True, help="source sentences (plain or .gz)")
     parser.add_argument("--reference", type=Path, required=True, help="reference translations (plain or .gz)")
@@ -89,8 +90,7 @@ def analyse(sources: list[str], references: list[str], systems: dict[str, list[l
 
 
 def plot(summary: dict, path: Path) -> None:
-    plt = pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6, 6), sharex=True)
+    fig, (top, bottom) = subplots(2, 1, figsize=(6, 6), sharex=True)
     names = [b["bucket"] for b in summary["buckets"]]
     for label in summary["overall"]:
         top.plot(names, [b["systems"][label]["bleu"] for b in summary["buckets"]], marker="o", label=label)

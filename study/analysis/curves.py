@@ -24,7 +24,8 @@ import pandas as pd
 
 from nmt.errors import UserError
 from nmt.fileio import write_bytes
-from study.analysis.plots import pyplot, save_figure, wrapped_title
+from nmt.figures import literal_text, subplots
+from study.analysis.plots import save_figure, wrapped_title
 from study.store.record_validation import regular_file
 
 PROGRESS_FILE = "progress.csv"
@@ -123,16 +124,16 @@ def whole_epoch_ticks(ax, epochs: pd.Series) -> None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+@literal_text
 def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, str], title: str,
                 path: Path) -> list[Path]:
     """The learning curves (see the module's doc); ``status`` maps a trial key to its status."""
 
-    plt = pyplot()
     panels = panels_of(progress, row_order)
     per_row = all(len(panel) == 1 for panel in panels)
     columns = min(4, len(panels))
     rows = math.ceil(len(panels) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(max(3.2 * columns + 0.4, 5.0), 2.3 * rows + 1.2), sharex=True,
+    fig, axes = subplots(rows, columns, figsize=(max(3.2 * columns + 0.4, 5.0), 2.3 * rows + 1.2), sharex=True,
                              sharey=True, squeeze=False)
     seeds = sorted(set(progress["seed"].dropna().astype(int)))
     colour = {seed: f"C{index % 10}" for index, seed in enumerate(seeds)} if per_row else {}
@@ -165,7 +166,7 @@ def curves_plot(progress: pd.DataFrame, row_order: list[str], status: dict[str, 
     fig.suptitle(wrapped_title(f"{title}: validation BLEU per epoch", width), fontsize=9)
     legend_inches = 0.1 + 0.2 * math.ceil(len(handles) / per_line)
     fig.tight_layout(rect=(0, legend_inches / height, 1, 1))  # the legend below the panels
-    return save_figure(plt, fig, path)
+    return save_figure(fig, path)
 
 
 def _draw_trial(ax, trial: pd.DataFrame, colour: str, finished: bool, thin: bool) -> None:

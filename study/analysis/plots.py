@@ -15,23 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from nmt.fileio import atomic_write
+from nmt.figures import literal_text, subplots
 from study.analysis.tables import SCORED, STILL_IMPROVING, footnotes, status_counts
 
 BLEU_RANGE = (0.0, 100.0)
-
-
-def pyplot():
-    # matplotlib loads with the first figure: commands that draw none start faster
-    import matplotlib
-
-    matplotlib.use("Agg")
-    # labels and titles come from study files and are drawn as written: "$\\textbf{GRU}$" as a
-    # title is text, not a formula that mathtext cannot parse (which ended a study at its export)
-    matplotlib.rcParams["text.parse_math"] = False
-    # matplotlib loads with the first figure: commands that draw none start faster
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -80,10 +67,10 @@ def _note_lines(rows: pd.DataFrame, width_inches: float, shows_speed: bool) -> l
     return [line for note in notes for line in textwrap.wrap(note.replace("- ", "-\u00a0"), chars)]
 
 
-def _figure(plt, rows: pd.DataFrame, width: float, height: float, shows_speed: bool = False):
+def _figure(rows: pd.DataFrame, width: float, height: float, shows_speed: bool = False):
     """A figure with the table's footnotes under the axes; returns (figure, axes, footnote lines)."""
     lines = _note_lines(rows, width, shows_speed)
-    fig, ax = plt.subplots(figsize=(width, height + NOTE_LINE * len(lines)))
+    fig, ax = subplots(figsize=(width, height + NOTE_LINE * len(lines)))
     if lines:
         fig.text(0.01, 0.01, "\n".join(lines), fontsize=6.5, va="bottom", ha="left", color="#444444")
     return fig, ax, len(lines)
@@ -92,13 +79,13 @@ def _figure(plt, rows: pd.DataFrame, width: float, height: float, shows_speed: b
 NOTE_LINE = 0.12  # inches per footnote line
 
 
+@literal_text
 def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | None = None,
              reference: str | None = None) -> list[Path]:
     """Mean test BLEU per row with its 95% interval (clipped to BLEU's range), each seed's score
     as a dot on its bar, and the reference row in its own colour."""
-    plt = pyplot()
     records = rows.to_dict("records")
-    fig, ax, notes = _figure(plt, rows, max(5.0, 0.7 * len(rows) + 2), 4)
+    fig, ax, notes = _figure(rows, max(5.0, 0.7 * len(rows) + 2), 4)
     labels = [marked_label(row) for row in records]
     means = [0.0 if math.isnan(m) else m for m in rows["bleu_mean"]]
     colours = ["#dd8452" if row["label"] == reference else "#4c72b0" for row in records]
@@ -131,15 +118,15 @@ def bar_plot(rows: pd.DataFrame, title: str, path: Path, trials: pd.DataFrame | 
     # at least one BLEU point of height: rows all at 0 (a smoke check) would get a 0-0.05 axis
     ax.set_ylim(bottom=0, top=max(ax.get_ylim()[1], 1.0))
     _title(ax, title, fig.get_size_inches()[0])
-    return _save(plt, fig, path, notes)
+    return _save(fig, path, notes)
 
 
+@literal_text
 def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path: Path,
               series: list[str] | None = None) -> list[Path]:
     """BLEU against ``x_values``: one line per distinct ``series`` label (the values of the
     study's other axes, e.g. GRU and ATR in a depth x unit grid), integer ticks for integer x."""
-    plt = pyplot()
-    fig, ax, notes = _figure(plt, rows, 5, 4)
+    fig, ax, notes = _figure(rows, 5, 4)
     frame = rows.assign(x=x_values, series=series if series is not None else [""] * len(rows))
     ok = _finite(frame, "bleu_mean")
     names = list(dict.fromkeys(ok["series"]))
@@ -165,7 +152,7 @@ def line_plot(rows: pd.DataFrame, x_values: list, x_label: str, title: str, path
     ax.set_xlabel(x_label)
     ax.set_ylabel("test BLEU (mean, 95% CI over seeds)")
     _title(ax, title, fig.get_size_inches()[0])
-    return _save(plt, fig, path, notes)
+    return _save(fig, path, notes)
 
 
 def partial_row_notes(points: pd.DataFrame) -> list[tuple[object, float, str]]:
@@ -177,10 +164,10 @@ def partial_row_notes(points: pd.DataFrame) -> list[tuple[object, float, str]]:
             if 0 < n < seeds]
 
 
+@literal_text
 def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     """BLEU against training tokens/s; the Pareto front (faster and better) is joined by a line."""
-    plt = pyplot()
-    fig, ax, notes = _figure(plt, rows, 6, 4.5, shows_speed=True)
+    fig, ax, notes = _figure(rows, 6, 4.5, shows_speed=True)
     ok = _finite(rows, "bleu_mean", "train_tokens_per_s").reset_index(drop=True)
     points = list(zip(ok["train_tokens_per_s"], ok["bleu_mean"]))
     ax.scatter([p[0] for p in points], [p[1] for p in points], color="#4c72b0")
@@ -193,7 +180,7 @@ def speed_plot(rows: pd.DataFrame, title: str, path: Path) -> list[Path]:
     _title(ax, title, fig.get_size_inches()[0])
     _layout(fig, notes)  # the axes' final place, where the labels are measured
     place_labels(fig, ax, points, [marked_label(row) for row in ok.to_dict("records")])
-    return _save(plt, fig, path, notes)
+    return _save(fig, path, notes)
 
 
 # label offsets in points, tried in this order: right-up, left-up, right-down, left-down, further out
@@ -257,17 +244,16 @@ def _layout(fig, note_lines: int) -> None:
     fig.tight_layout(rect=(0, bottom, 1, 1))
 
 
-def _save(plt, fig, path: Path, note_lines: int) -> list[Path]:
+def _save(fig, path: Path, note_lines: int) -> list[Path]:
     _layout(fig, note_lines)
-    return save_figure(plt, fig, path)
+    return save_figure(fig, path)
 
 
-def save_figure(plt, fig, path: Path) -> list[Path]:
+def save_figure(fig, path: Path) -> list[Path]:
     """The PNG and, beside it, the same figure as PDF (no creation date: the same figure gives the
-    same file); closes the figure."""
+    same file)."""
     vector = path.with_suffix(".pdf")
     # whole files or none, like every file the tool writes (nmt.fileio.atomic_write)
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     atomic_write(vector, lambda tmp: fig.savefig(tmp, format="pdf", metadata={"CreationDate": None}))
-    plt.close(fig)
     return [path, vector]

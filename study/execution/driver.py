@@ -302,10 +302,14 @@ def run_trials(run: StudyRun) -> tuple[list[dict], bool]:
     return load_records(run.results_root, spec.name), bool(received)
 
 
+FAILED_TRIALS_EXIT = 1  # a study that finished with failed trials (2 is bad input, 130 Ctrl-C)
+
+
 def finish_or_say_how_to_resume(run: StudyRun, records: list[dict]) -> int:
-    """``finish`` with the state this run wrote, and 0; Ctrl-C while it writes the tables keeps every trial, and
-    the same command with --resume only writes them: study.json is marked stopped, that command printed and
-    130 returned."""
+    """``finish`` with the state this run wrote, and 0, or ``FAILED_TRIALS_EXIT`` when a trial failed (an
+    exception; a diverged trial is a result, not a failure); Ctrl-C while it writes the tables keeps every
+    trial, and the same command with --resume only writes them: study.json is marked stopped, that command
+    printed and 130 returned."""
     try:
         with runs_closed_on_error(run.tracker):
             finish(run, records)
@@ -315,7 +319,7 @@ def finish_or_say_how_to_resume(run: StudyRun, records: list[dict]) -> int:
               f"{continue_command(run.spec, run.options)} (it trains nothing and writes the tables)", file=sys.stderr,
               flush=True)
         return 128 + signal.SIGINT
-    return 0
+    return FAILED_TRIALS_EXIT if any(record["status"] == "failed" for record in records) else 0
 
 
 def finish(run: StudyRun, records: list[dict]) -> None:
@@ -339,6 +343,12 @@ def finish(run: StudyRun, records: list[dict]) -> None:
         print(f"warning: {tracker.failures} MLflow logging call(s) were lost ({tracker.first_failure}); the tables "
               f"above come from the trial store, and python -m study.table {spec.name} rebuilds them",
               file=sys.stderr)
+    failed = sum(record["status"] == "failed" for record in records)
+    if failed:  # the last line, and a non-zero exit (finish_or_say_how_to_resume)
+        print(f"study {spec.name} done in {clock(time.time() - run.started)}, but {failed} of {len(records)} trials "
+              f"failed (the table's status column names the error; once its cause is fixed, --resume trains them "
+              f"again): exit {FAILED_TRIALS_EXIT}", file=sys.stderr)
+        return
     say(f"study {spec.name} done in {clock(time.time() - run.started)}")
 
 

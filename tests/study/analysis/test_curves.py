@@ -1,7 +1,7 @@
 """Training progress beside the tables: progress.csv from the trials' epoch histories, and the
 learning curves drawn from it (which trial finished, its best epoch, where the lr was lowered).
 
-Modules covered here: ``study.analysis.exports`` and ``study.analysis.plots``."""
+Modules covered here: ``study.analysis.exports``, ``study.analysis.plots`` and ``nmt.figures``."""
 
 from __future__ import annotations
 
@@ -83,10 +83,9 @@ def test_one_panel_per_row_in_the_tables_order_and_one_for_a_search():
 
 @pytest.mark.parametrize("finished", [True, False])
 def test_a_trial_is_drawn_with_its_best_epoch_and_lr_drops_dashed_until_it_finishes(finished):
-    from study.analysis.plots import pyplot
+    from nmt.figures import subplots
 
-    plt = pyplot()
-    fig, ax = plt.subplots()
+    fig, ax = subplots(figsize=(6, 4))
     epochs = pd.DataFrame([epoch(1, 1e-3, 10.0, 1), epoch(2, 1e-3, 12.5, 2), epoch(3, 5e-4, 12.0, 2),
                            epoch(4, 5e-4, 12.2, 2)])
     _draw_trial(ax, epochs, "C0", finished=finished, thin=False)
@@ -97,7 +96,6 @@ def test_a_trial_is_drawn_with_its_best_epoch_and_lr_drops_dashed_until_it_finis
     assert best.get_offsets().tolist() == [[2.0, 12.5]]  # the last row's best epoch
     # filled once the trial is tested; an open circle while it trains on
     assert (len(best.get_facecolors()) > 0 and best.get_facecolors()[0][3] > 0) == finished
-    plt.close(fig)
 
 
 @pytest.mark.parametrize("lowered, unfinished", [(False, False), (True, False), (True, True)])
@@ -110,16 +108,15 @@ def test_the_legend_explains_only_the_marks_the_figure_shows(lowered, unfinished
 
 @pytest.mark.parametrize("epochs", [[1], [1, 2], [3, 4, 5], list(range(1, 41))])
 def test_the_epoch_axis_has_whole_epochs_only_however_short_the_training(epochs):
-    from study.analysis.plots import pyplot
+    from nmt.figures import subplots
 
-    fig, ax = pyplot().subplots()
+    fig, ax = subplots(figsize=(6, 4))
     ax.plot(epochs, [float(e) for e in epochs])
     whole_epoch_ticks(ax, pd.Series(epochs))
     low, high = ax.get_xlim()
     shown = [tick for tick in ax.get_xticks() if low <= tick <= high]
     assert len(shown) >= min(len(epochs), 2) and all(tick == int(tick) for tick in shown)
     assert low < epochs[0] and high > epochs[-1] - 1e-9
-    pyplot().close(fig)
 
 
 def test_exports_write_the_curves_and_a_rebuild_from_saved_records_draws_them_again(tmp_path):
@@ -150,3 +147,20 @@ def test_exports_write_the_curves_and_a_rebuild_from_saved_records_draws_them_ag
     assert PROGRESS_FILE not in {p.name for p in outputs} and "curves.png" in {p.name for p in outputs}
     assert (tmp_path / PROGRESS_FILE).read_bytes() == progress
     assert (tmp_path / "curves.pdf").read_bytes() == pdf  # the same figure, byte for byte
+
+
+def test_drawing_a_study_s_figures_leaves_matplotlib_s_backend_and_settings_as_they_were(tmp_path):
+    """A notebook that imports the API keeps its backend, its open figures and its math parsing."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from study.analysis import plots
+
+    before = (matplotlib.get_backend(), matplotlib.rcParams["text.parse_math"], plt.get_fignums())
+    rows = pd.DataFrame({"label": ["$\\textbf{GRU}$"], "bleu_mean": [30.0], "bleu_std": [1.0], "n": [2], "seeds": [2],
+                         "ci_low": [28.0], "ci_high": [32.0], "still_improving": [0], "uneven_epochs": [False],
+                         "train_tokens_per_s": [100.0], "status": ["ok"],
+                         **{status: [0] for status in ("truncated", "diverged", "failed", "stopped", "running", "ok")}})
+    written = plots.bar_plot(rows, "$x^{2", tmp_path / "bleu.png")  # text drawn as written, not parsed as math
+    assert all(path.stat().st_size > 0 for path in written)
+    assert (matplotlib.get_backend(), matplotlib.rcParams["text.parse_math"], plt.get_fignums()) == before

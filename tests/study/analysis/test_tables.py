@@ -333,10 +333,10 @@ def test_plot_intervals_are_clipped_to_the_bleu_range():
 
 
 def test_scatter_labels_neither_collide_nor_leave_the_frame():
-    from study.analysis.plots import place_labels, pyplot
+    from nmt.figures import subplots
+    from study.analysis.plots import place_labels
 
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = subplots(figsize=(6, 4.5))
     # the committed context-gates plot's crowded corner: two labels at almost the same point, and
     # long labels at the right edge
     points = [(12100, 17.48), (12360, 17.51), (13350, 16.70), (13520, 16.91), (13480, 18.11), (9300, 16.6)]
@@ -348,16 +348,15 @@ def test_scatter_labels_neither_collide_nor_leave_the_frame():
     frame = ax.get_window_extent(fig.canvas.get_renderer())
     assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
-    plt.close(fig)
 
 
 def test_scatter_labels_keep_apart_and_off_the_other_points():
     """The smoke ablation's speed plot: eight rows at BLEU 0, spread only along the speed axis. A
     label that ended where the next began read as one ("- LN & highway †Multi Attention †")."""
-    from study.analysis.plots import LABEL_GAP_POINTS, MARKER_RADIUS_POINTS, place_labels, pyplot
+    from nmt.figures import subplots
+    from study.analysis.plots import LABEL_GAP_POINTS, MARKER_RADIUS_POINTS, place_labels
 
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = subplots(figsize=(6, 4.5))
     points = [(1255, 0.0), (1320, 0.0), (1475, 0.0), (1505, 0.0), (1635, 0.0), (1860, 0.0), (1975, 0.0), (2165, 0.0)]
     labels = ["SR-NMT 4L \u2020", "- LN & highway \u2020", "- Highway \u2020", "- Multi Attention \u2020",
               "- LayerNorm \u2020", "- LN & MA \u2020", "- MA & highway \u2020", "- LN, MA & highway \u2020"]
@@ -378,16 +377,14 @@ def test_scatter_labels_keep_apart_and_off_the_other_points():
             if j != i:
                 assert not (box.x0 < px + radius and px - radius < box.x1 and box.y0 < py + radius
                             and py - radius < box.y1), (labels[i], labels[j])
-    plt.close(fig)
 
 
 def keep_plot_texts(plots, monkeypatch) -> dict:
     """Instead of saving a figure, keep the texts written on its axes in the returned dict's "texts"."""
     shown = {}
 
-    def keep_texts(plt, fig, path, notes):
+    def keep_texts(fig, path, notes):
         shown["texts"] = [text.get_text() for ax in fig.axes for text in ax.texts]
-        plt.close(fig)
         return [path]
 
     monkeypatch.setattr(plots, "_save", keep_texts)
@@ -431,9 +428,8 @@ def test_bar_plot_of_rows_all_at_zero_bleu_keeps_a_readable_axis(tmp_path, monke
 
     shown = {}
 
-    def keep_axis(plt, fig, path, notes):
+    def keep_axis(fig, path, notes):
         shown["ylim"] = fig.axes[0].get_ylim()
-        plt.close(fig)
         return [path]
 
     monkeypatch.setattr(plots, "_save", keep_axis)
