@@ -4,11 +4,13 @@ one again on ``--resume``), and closed as FAILED when the run ends by an error."
 
 from __future__ import annotations
 
+import os
+
 import contextlib
 from pathlib import Path
 
 from study.execution.study_run import StudyRun
-from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri
+from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri, source_tags
 from study.spec.expansion import study_axes
 from study.spec.options import RunOptions
 from study.store.provenance import environment
@@ -18,10 +20,12 @@ def open_tracking(run: StudyRun) -> None:
     """The study's MLflow tracker (not yet connected) and its tracking URI, set on the run."""
     spec = run.spec
     run.tracking_uri = tracking_uri(run.options, run.state, run.results_root)
+    provenance = environment()
     run.tracker = StudyTracker(run.tracking_uri, spec.name, artifact_root=run.results_root / "mlflow-artifacts",
                                description=spec.fields.description, varied=study_axes(spec),
                                run_tags={"smoke": str(bool(spec.tree.get("smoke"))).lower(),
-                                         RESULTS_TAG: str(run.results_root), **environment()}, say=run.say)
+                                         RESULTS_TAG: str(run.results_root), **provenance,
+                                         **source_tags(spec.source, provenance["git_commit"])}, say=run.say)
 
 
 def open_parent_run(run: StudyRun) -> str:
@@ -50,13 +54,15 @@ def runs_closed_on_error(tracker: StudyTracker):
 
 
 def tracking_uri(options: RunOptions, state: dict | None, results_root: Path) -> str:
-    """--tracking-uri; else, when resuming, the store the study started with unless that was
-    the default one; else SQLite under the results directory. The default store is always the
-    one under the current results directory: a stored default carries the absolute path of
-    the machine (and results directory) that started the study, e.g. in committed results
-    continued from a clone."""
+    """--tracking-uri; else MLflow's own ``MLFLOW_TRACKING_URI``; else, when resuming, the store the
+    study started with unless that was the default one; else SQLite under the results directory.
+    The default store is always the one under the current results directory: a stored default
+    carries the absolute path of the machine (and results directory) that started the study, e.g.
+    in committed results continued from a clone."""
     if options.where.tracking_uri:
         return options.where.tracking_uri
+    if os.environ.get("MLFLOW_TRACKING_URI", "").strip():
+        return os.environ["MLFLOW_TRACKING_URI"].strip()
     if options.continues and state and state.get("tracking_uri") and not stored_uri_was_default(state):
         return state["tracking_uri"]
     return default_tracking_uri(results_root)

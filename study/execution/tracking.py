@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import getpass
 import os
 import re
 import socket
@@ -446,6 +447,23 @@ def _metric_label(label: str) -> str:
     kept = re.sub(r"[^\w\-. :]", " ", label)
     kept = re.sub(r"\.{2,}", ".", " ".join(kept.split()))
     return kept.strip(" .")[:200] or "row"  # MLflow refuses names over 250 characters
+
+
+def source_tags(study_file: str, commit: str) -> dict[str, str]:
+    """MLflow's standard tags of where a run comes from, which its UI shows as Source, Version and User:
+    the study file, the code's git commit (left out when unknown; a dirty tree's commit is the one its
+    changes start from, the ``git_commit`` tag says "+dirty") and the user."""
+    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": study_file, "mlflow.user": _user()}
+    if commit != "unknown":
+        tags["mlflow.source.git.commit"] = commit.removesuffix("+dirty")
+    return tags
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        return f"uid {os.getuid()}"
 
 
 def _driver() -> str:

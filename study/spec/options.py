@@ -76,7 +76,8 @@ class ResultsPlace:
                                        "on another node continues from its last uploaded epoch, and --resume with the "
                                        "same URI continues the study from any machine, even from an empty --results "
                                        "directory", metavar="URI")
-    tracking_uri: str | None = option(None, "MLflow tracking URI (default: sqlite:///<results>/mlflow.db)", metavar="URI")
+    tracking_uri: str | None = option(None, "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
+                                                        "sqlite:///<results>/mlflow.db)", metavar="URI")
 
 
 @dataclass(frozen=True)

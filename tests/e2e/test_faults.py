@@ -494,7 +494,9 @@ def test_failing_and_diverging_trials_do_not_stop_the_study(tmp_path, cluster_en
     path = tmp_path / "failing.yaml"
     path.write_text(grid_study("failing", FAILING, seeds=1, epochs=2, cell="rnn"))
     results = tmp_path / "results"
-    result = study(str(path), "--cpus", "2", "--results", str(results), env=cluster_env)
+    # MLflow's own variable chooses the tracking store when --tracking-uri does not
+    tracking = f"sqlite:///{tmp_path / 'elsewhere.db'}"
+    result = study(str(path), "--cpus", "2", "--results", str(results), env={**cluster_env, "MLFLOW_TRACKING_URI": tracking})
     # the study finishes and writes its table, and its exit status and last line say that a trial failed
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1].endswith("but 1 of 3 trials failed (the table's status column names "
@@ -507,10 +509,15 @@ def test_failing_and_diverging_trials_do_not_stop_the_study(tmp_path, cluster_en
     assert failed.startswith("failed (") and "allocate" in failed and "\n" not in failed, failed
     table = (results / "failing" / "table.md").read_text()
     assert "| out of memory | " in table and "failed (" in table
-    _, parents, children = mlflow_runs(results, "failing")
+    assert not (results / "mlflow.db").exists()
+    _, parents, children = mlflow_runs(results, "failing", uri=tracking)
     statuses = {c.data.tags["label"]: (c.info.status, c.data.tags["status"]) for c in children}
     assert statuses == {"stable": ("FINISHED", "ok"), "exploding": ("FINISHED", "diverged"),
                         "out of memory": ("FAILED", "failed")}
+    # the UI's Source, Version and User columns: the study file, the code's commit, the user
+    for run in [*parents, *children]:
+        assert run.data.tags["mlflow.source.name"] == str(path) and run.data.tags["mlflow.user"]
+        assert run.data.tags.get("mlflow.source.git.commit", "unknown") == run.data.tags["git_commit"].removesuffix("+dirty")
 
 
 def test_optuna_and_asha_never_see_nan_from_diverging_trials(tmp_path, cluster_env):

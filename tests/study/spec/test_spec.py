@@ -268,6 +268,20 @@ def test_saved_trial_records_rebuild_the_same_table(tmp_path):
     assert rebuilt.rows.set_index("label").loc["ref", "bleu_std"] == pytest.approx(0.7071, abs=1e-3)
 
 
+def test_mlflow_s_own_variable_comes_between_the_option_and_the_stored_or_default_store(tmp_path, monkeypatch):
+    from study.execution.run_tracking import tracking_uri
+    from study.spec.options import Execution, ResultsPlace, RunOptions
+
+    chosen = {"tracking_uri": "http://127.0.0.1:5000", "tracking_uri_default": False}
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////team/mlflow.db")
+    assert tracking_uri(RunOptions(), None, tmp_path) == "sqlite:////team/mlflow.db"
+    assert tracking_uri(RunOptions(how=Execution(resume=True)), chosen, tmp_path) == "sqlite:////team/mlflow.db"
+    option = RunOptions(where=ResultsPlace(tracking_uri="http://10.0.0.5:5000"))
+    assert tracking_uri(option, chosen, tmp_path) == "http://10.0.0.5:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", " ")  # set but empty: as if unset
+    assert tracking_uri(RunOptions(), None, tmp_path) == f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+
+
 def test_tracking_store_of_reference_results_is_not_reused(tmp_path):
     from study.execution.run_tracking import tracking_uri
     from study.spec.options import Execution, ResultsPlace, RunOptions
