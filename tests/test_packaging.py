@@ -23,7 +23,7 @@ from study import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a build reads; copied, since building in the checkout would leave build/ and egg-info there
-BUILD_SOURCES = ("pyproject.toml", "README.md", "nmt", "study", "search_spaces")
+BUILD_SOURCES = ("pyproject.toml", "LICENSE", "README.md", "nmt", "study", "search_spaces")
 BUILTIN_STUDIES = sorted(p.stem for p in (ROOT / "search_spaces").glob("*.yaml"))
 
 
@@ -77,6 +77,13 @@ def test_wheel_holds_the_study_files_the_configs_and_the_scripts(wheel):
     assert configs and configs <= names, sorted(configs - names)
     assert {"search_spaces/__init__.py", "study/cli.py", "study/api.py", "nmt/cli.py"} <= names
     assert entry_points(wheel) == scripts_of_pyproject()
+    # the license as an SPDX expression, and its text in the wheel
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        text = archive.read(metadata).decode("utf-8")
+        (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert archive.read(license_file).decode("utf-8").startswith("MIT License")
+    assert "License-Expression: MIT" in text.splitlines()
 
 
 def test_every_console_script_names_a_function():
