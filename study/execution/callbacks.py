@@ -18,7 +18,7 @@ from study.execution.trainable import SAMPLE, sampled_params, trial_config, tria
 from study.spec.model import MetricSpec
 from study.spec.options import print_line
 from study.store.records import error_summary, search_label, trial_record
-from study.store.trial_store import TrialStore
+from study.store.trial_store import TrialStore, reported_at
 
 
 def _trial_key(trial) -> tuple[str, str, int, dict]:
@@ -116,7 +116,7 @@ class MlflowCallback(tune.Callback):
             return  # final metrics are logged by the driver's reconcile step, with the artifacts
         step = int(result.get("epoch", result.get("training_iteration", 0)))
         metrics = {k: v for k, v in result.items() if k in EPOCH_LOGGED}
-        self.tracker.log_epoch(self._run_id(trial), metrics, step)
+        self.tracker.log_epoch(self._run_id(trial), metrics, step, reported_at(result))
 
 
 class TrialEndCallback(tune.Callback):

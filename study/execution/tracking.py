@@ -45,6 +45,7 @@ from study.analysis.tables import still_improving
 from study.execution.sqlite_store import ensure_store
 from study.spec.metrics import logged_at_end, logged_each_epoch, row_logged
 from study.spec.options import print_line
+from study.store.trial_store import reported_at
 
 log = logging.getLogger(__name__)
 
@@ -241,15 +242,17 @@ class StudyTracker:
         self._children[key] = run_id
         return run_id
 
-    def log_epoch(self, run_id: str | None, metrics: dict, step: int) -> None:
+    def log_epoch(self, run_id: str | None, metrics: dict, step: int, at: float | None = None) -> None:
         """Log an epoch's metrics once: steps already in the store are skipped (a retried
-        trial reports an epoch again; reconcile backfills epochs a killed driver missed)."""
+        trial reports an epoch again; reconcile backfills epochs a killed driver missed). ``at``: when
+        the trial reported the epoch (its record's ``REPORTED_AT``, seconds since the epoch), so an epoch
+        backfilled later keeps its own time in MLflow's charts; now when the record has none."""
         if run_id is None:
             return
         # MLflow loads when tracking starts (seconds of start-up), not with the checks before it
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
+        now = int((at if at is not None else time.time()) * 1000)
         batch = [Metric(k, float(v), now, step) for k, v in metrics.items()
                  if isinstance(v, (int, float)) and not isinstance(v, bool)
                  and step not in self._logged_steps(run_id, k)]
@@ -333,7 +336,8 @@ class StudyTracker:
             if run_id is None:
                 continue
             for epoch in record.get("history", []):
-                self.log_epoch(run_id, {k: v for k, v in epoch.items() if k in EPOCH_LOGGED}, int(epoch["epoch"]))
+                self.log_epoch(run_id, {k: v for k, v in epoch.items() if k in EPOCH_LOGGED}, int(epoch["epoch"]),
+                               reported_at(epoch))
             try:
                 run = self.client.get_run(run_id)
                 if run.info.status == "FINISHED" and run.data.tags.get("status") == record["status"]:

@@ -21,6 +21,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from ray import tune
@@ -29,7 +30,7 @@ from nmt.config import config_from_dict
 from nmt.numerics import apply_numerics
 from nmt.typed_config import apply_overrides
 from study.store.provenance import cpu_description
-from study.store.trial_store import FINISHED, TRIALS, TrialStore
+from study.store.trial_store import FINISHED, REPORTED_AT, TRIALS, TrialStore
 from study.store.trial_writes import open_trial_writes
 
 TRIAL = "trial"  # param_space key of the expanded trial (spec.Trial as a dict)
@@ -100,7 +101,7 @@ def train_trial(config: dict) -> None:
                 return
 
             def report(metrics: dict, checkpoint_dir: Path) -> None:
-                clean = finite_metrics({**metrics, **identity, "final": 0})
+                clean = finite_metrics({**metrics, **identity, "final": 0, REPORTED_AT: round(time.time(), 3)})
                 store.record_epoch(key, clean)  # in the object store before Ray hears of the epoch
                 tune.report(clean)
 

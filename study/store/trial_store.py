@@ -56,6 +56,17 @@ def check_record(name: str, data: object, where: str, fix: str) -> None:
         RECORD_CHECKS[name](check_mapping(data, where, fix), where, fix)
 
 
+# when a trial reported an epoch (seconds since the epoch), kept in each epoch's record: the time MLflow
+# logs the epoch at, also when a later driver backfills it
+REPORTED_AT = "reported_at"
+
+
+def reported_at(epoch: dict) -> float | None:
+    """An epoch record's report time; None in a record from before it was kept (or a bad value)."""
+    value = epoch.get(REPORTED_AT)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
 class TrialStore:
     def __init__(self, experiment: Path):
         self.experiment = Path(experiment)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 
 from study_helpers import free_port
 
@@ -185,3 +186,19 @@ def test_a_parent_run_deleted_in_the_ui_takes_its_children_with_it_on_resume(tmp
     deleted = resumed.client.search_runs([resumed.experiment_id], "tags.trial_key != ''",
                                          run_view_type=ViewType.DELETED_ONLY)
     assert [(r.info.run_id, r.data.tags["superseded_by"]) for r in deleted] == [(child, new_parent)]
+
+
+def test_an_epoch_backfilled_by_a_later_driver_keeps_the_time_its_trial_reported_it(tmp_path):
+    from study.store.trial_store import REPORTED_AT
+
+    tracker, run_id = _tracker_with_trial(tmp_path)
+    reported = [1_700_000_000.5, 1_700_000_300.25]
+    config = {"model": {"cell": "gru"}}
+    record = {"key": "k1", "label": "GRU", "seed": 1, "status": "ok", "config": config, "metrics": {"test_bleu": 1.0},
+              "history": [{"epoch": step, "valid_bleu": float(step), REPORTED_AT: at} for step, at in enumerate(reported, 1)]
+              + [{"epoch": 3, "valid_bleu": 3.0}]}  # an epoch recorded before the time was kept: logged now
+    before = time.time()
+    tracker.reconcile([record])
+    logged = sorted(tracker.client.get_metric_history(run_id, "valid_bleu"), key=lambda m: m.step)
+    assert [m.timestamp for m in logged[:2]] == [int(at * 1000) for at in reported]
+    assert logged[2].timestamp >= int(before * 1000)
