@@ -42,12 +42,14 @@ def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_w
     callbacks = _callbacks(run, storage, total, row_work)
     if spec.fields.scheduler.type == "asha":
         # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
-        from ray.tune.schedulers import ASHAScheduler
+        from study.execution.asha import ResumableASHA, stored_epochs
 
         epochs = trials[0].config["train"]["max_epochs"]
-        scheduler = ASHAScheduler(time_attr="training_iteration", metric=metric.name, mode=metric.mode,
-                                  max_t=epochs + 1, grace_period=spec.fields.scheduler.grace_period,
-                                  reduction_factor=spec.fields.scheduler.reduction_factor)
+        stored = stored_epochs({key: run.store.history(key) for key in run.store.keys()}, metric.name)
+        scheduler = ResumableASHA(metric.name, metric.mode, max_t=epochs + 1,
+                                  grace_period=spec.fields.scheduler.grace_period,
+                                  reduction_factor=spec.fields.scheduler.reduction_factor,
+                                  stored=stored if options.continues else None)
     # metric and mode go to the searcher and the scheduler (a multi-objective one has several; Tune refuses them in
     # both places). reuse_actors: a worker that finished a trial takes the next (a new one costs seconds of imports),
     # and the numbers stay the same (each trial seeds itself; the numerics are the worker's environment, per study)
