@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import logging
 import getpass
+import hashlib
+import json
+import logging
 import os
 import re
 import socket
@@ -45,6 +47,7 @@ from study.analysis.tables import still_improving
 from study.execution.sqlite_store import ensure_store
 from study.spec.metrics import logged_at_end, logged_each_epoch, row_logged
 from study.spec.options import print_line
+from study.spec.portable import portable_data
 from study.store.trial_store import reported_at
 
 log = logging.getLogger(__name__)
@@ -236,6 +239,8 @@ class StudyTracker:
                 run_id = run.info.run_id
                 self._created.add(run_id)
                 self.client.log_batch(run_id, params=_params({k: v for k, v in flat.items() if v is not None}))
+                if isinstance(config.get("data"), dict):
+                    self._safe(self.client.log_inputs, run_id, datasets=[corpus_input(config["data"])])
         except Exception as err:
             self._failed(err)
             return None
@@ -451,6 +456,22 @@ def _metric_label(label: str) -> str:
     kept = re.sub(r"[^\w\-. :]", " ", label)
     kept = re.sub(r"\.{2,}", ".", " ".join(kept.split()))
     return kept.strip(" .")[:200] or "row"  # MLflow refuses names over 250 characters
+
+
+def corpus_input(data: dict):
+    """A trial's corpus as an MLflow dataset input (context "training"): its data block with every file
+    named by the digest of its content (``study.spec.portable``), so two runs on the same corpus show the
+    same dataset and digest in the UI whatever path it was read from."""
+    # MLflow loads when tracking starts (seconds of start-up), not with the checks before it
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+
+    view = portable_data(data)
+    text = json.dumps(view, sort_keys=True, default=str)
+    files = [str(name).partition("@")[0] for name in (view.get("train") or [])]
+    name = " + ".join(files) if files else f"{view.get('preset') or 'corpus'} (size {view.get('size')})"
+    dataset = Dataset(name=name, digest=hashlib.sha256(text.encode()).hexdigest()[:16], source_type="local",
+                      source=text)
+    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "training")])
 
 
 def source_tags(study_file: str, commit: str) -> dict[str, str]:

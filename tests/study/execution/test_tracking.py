@@ -202,3 +202,24 @@ def test_an_epoch_backfilled_by_a_later_driver_keeps_the_time_its_trial_reported
     logged = sorted(tracker.client.get_metric_history(run_id, "valid_bleu"), key=lambda m: m.step)
     assert [m.timestamp for m in logged[:2]] == [int(at * 1000) for at in reported]
     assert logged[2].timestamp >= int(before * 1000)
+
+
+def test_a_child_run_names_its_corpus_as_a_dataset_by_the_digest_of_its_content(tmp_path):
+    tracker, _ = _tracker_with_trial(tmp_path)
+    corpus = {}
+    for folder in ("here", "there"):  # the same corpus at two paths is the same dataset
+        (tmp_path / folder).mkdir()
+        for name in ("train.en", "train.de"):
+            (tmp_path / folder / name).write_text("a man rides a bike .\n", encoding="utf-8")
+        corpus[folder] = {"train": [str(tmp_path / folder / "train.en"), str(tmp_path / folder / "train.de")],
+                          "cache_dir": str(tmp_path / folder), "size": None}
+    runs = [tracker.child(f"k{i}", "GRU", i, {"model": {"cell": "gru"}, "data": corpus[folder]})
+            for i, folder in ((2, "here"), (3, "there"))]
+    datasets = [tracker.client.get_run(run_id).inputs.dataset_inputs for run_id in runs]
+    assert [len(inputs) for inputs in datasets] == [1, 1]
+    (first,), (second,) = datasets
+    assert first.dataset.digest == second.dataset.digest and first.dataset.name == "train.en + train.de"
+    assert [(tag.key, tag.value) for tag in first.tags] == [("mlflow.data.context", "training")]
+    (tmp_path / "there" / "train.de").write_text("a dog runs .\n", encoding="utf-8")  # another corpus, another digest
+    other = tracker.child("k4", "GRU", 4, {"model": {"cell": "gru"}, "data": corpus["there"]})
+    assert tracker.client.get_run(other).inputs.dataset_inputs[0].dataset.digest != first.dataset.digest
