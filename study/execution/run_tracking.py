@@ -25,7 +25,8 @@ def open_tracking(run: StudyRun) -> None:
                                description=spec.fields.description, varied=study_axes(spec),
                                run_tags={"smoke": str(bool(spec.tree.get("smoke"))).lower(),
                                          RESULTS_TAG: str(run.results_root), **provenance,
-                                         **source_tags(spec.source, provenance["git_commit"])}, say=run.say)
+                                         **source_tags(spec.source, provenance["git_commit"])}, say=run.say,
+                               log_models=run.options.where.log_models)
 
 
 def open_parent_run(run: StudyRun) -> str:

@@ -80,11 +80,13 @@ def default_tracking_uri(results_dir: Path) -> str:
 class StudyTracker:
     def __init__(self, uri: str, study: str, artifact_root: Path | None = None, description: str = "",
                  varied: list[str] = (), run_tags: dict[str, str] | None = None,
-                 say: Callable[[str], None] = print_line):
+                 say: Callable[[str], None] = print_line, log_models: bool = False):
         """``varied``: the config keys the study varies (shown on every child run); ``run_tags``:
         tags of every run of this driver (smoke, git commit, package versions); ``say``: where its
-        notes go (a store being built or rebuilt)."""
+        notes go (a store being built or rebuilt); ``log_models``: a finished trial's run also gets
+        its best model (--log-models)."""
         self.say = say
+        self.log_models = log_models
         self.uri = uri
         self.study = study
         self.artifact_root = artifact_root
@@ -277,7 +279,9 @@ class StudyTracker:
                     self._failed(err)
         return known[key]
 
-    def finish_trial(self, run_id: str | None, record: dict, artifacts: list[Path]) -> None:
+    def finish_trial(self, run_id: str | None, record: dict, artifacts: list[Path], model: list[Path] = ()) -> None:
+        """A trial's results (metrics once, facts as tags), its artifacts, and with ``model`` its best model's
+        files under ``model/``; the run ends with the trial's status."""
         if run_id is None:
             return
         # MLflow loads when tracking starts (seconds of start-up), not with the checks before it
@@ -297,6 +301,9 @@ class StudyTracker:
         for path in artifacts:
             if path.is_file():
                 self._safe(self.client.log_artifact, run_id, str(path))
+        for path in model:
+            if path.is_file():
+                self._safe(self.client.log_artifact, run_id, str(path), "model")
         self._safe(self.client.set_terminated, run_id, TERMINAL.get(record["status"], "FINISHED"))
 
     def supersede_children(self, current: dict[tuple[str, str], str], stored: set[str]) -> int:
@@ -350,7 +357,8 @@ class StudyTracker:
             except Exception as err:
                 self._failed(err)
                 continue
-            self.finish_trial(run_id, record, [Path(p) for p in record.get("artifacts", [])])
+            self.finish_trial(run_id, record, [Path(p) for p in record.get("artifacts", [])],
+                              [Path(p) for p in record.get("model", [])] if self.log_models else [])
 
     def log_study_table(self, rows) -> None:
         """The study's table on its parent run: the whole table (a logged table the UI shows

@@ -31,7 +31,7 @@ def save_records(records: list[dict], study_dir: Path) -> None:
     hyps.mkdir(parents=True, exist_ok=True)
     lines = []
     for record in records:
-        kept = {k: v for k, v in record.items() if k not in ("artifacts", "hyp_path", "history")}
+        kept = {k: v for k, v in record.items() if k not in ("artifacts", "hyp_path", "history", "model")}
         if record.get("hyp_path") and Path(record["hyp_path"]).is_file():
             target = hyps / f"{record['key']}.hyp"
             if Path(record["hyp_path"]).resolve() != target.resolve():
@@ -57,6 +57,10 @@ def load_saved_records(study_dir: Path) -> list[dict]:
         record["artifacts"] = [record["hyp_path"]] if record["hyp_path"] else []
         records.append(record)
     return records
+
+
+# a finished trial's files that make its best model loadable (nmt.translate): what --log-models logs
+MODEL_FILES = ("best.pt", "config.yaml", "src.model", "tgt.model")
 
 
 def load_records(results_root: Path, study: str) -> list[dict]:
@@ -96,6 +100,7 @@ def trial_record(store: TrialStore, key: str) -> dict | None:
     }
     if finished is not None:
         directory = store.finished_dir(key)
+        record["model"] = [str(directory / name) for name in MODEL_FILES if (directory / name).is_file()]
         for name in ("test.hyp", "metrics.json", "config.yaml"):
             if (directory / name).is_file():
                 record["artifacts"].append(str(directory / name))

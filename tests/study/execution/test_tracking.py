@@ -223,3 +223,21 @@ def test_a_child_run_names_its_corpus_as_a_dataset_by_the_digest_of_its_content(
     (tmp_path / "there" / "train.de").write_text("a dog runs .\n", encoding="utf-8")  # another corpus, another digest
     other = tracker.child("k4", "GRU", 4, {"model": {"cell": "gru"}, "data": corpus["there"]})
     assert tracker.client.get_run(other).inputs.dataset_inputs[0].dataset.digest != first.dataset.digest
+
+
+def test_log_models_adds_the_best_model_s_files_to_a_finished_trial_s_run(tmp_path):
+    from study.store.records import MODEL_FILES
+
+    files = []
+    for name in MODEL_FILES[:3]:
+        (tmp_path / name).write_bytes(b"weights" if name == "best.pt" else b"x")
+        files.append(str(tmp_path / name))
+    config = {"model": {"cell": "gru"}}
+    for log_models, key in ((False, "k1"), (True, "k2")):
+        tracker = StudyTracker(default_tracking_uri(tmp_path), "models", log_models=log_models)
+        tracker.connect()
+        tracker.start_parent("fingerprint", {"study": "models"})
+        run_id = tracker.child(key, "GRU", 1, config)
+        tracker.reconcile([{**RECORD, "key": key, "config": config, "model": files}])
+        logged = {item.path for item in tracker.client.list_artifacts(run_id, "model")}
+        assert logged == ({f"model/{name}" for name in MODEL_FILES[:3]} if log_models else set())

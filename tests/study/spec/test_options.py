@@ -59,7 +59,7 @@ def test_the_parser_run_study_and_its_help_are_derived_from_the_declarations():
         if meta["flag"] != "name":
             assert flag_of(name, meta) in flags
             assert f"``{name}``: {meta['help']}" in run_study.__doc__
-    assert flags - {flag_of(name, meta) for _, name, meta in declared()} == {"-h", "--help", "--dry-run", "--debug"}
+    assert flags - {flag_of(name, meta) for _, name, meta in declared()} == {"-h", "--help", "--version", "--dry-run", "--debug"}
     signature = inspect.signature(run_study)
     assert list(signature.parameters) == ["name_or_path", *keyword_names()]
     assert inspect.signature(dry_run).parameters == signature.parameters
