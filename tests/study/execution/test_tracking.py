@@ -234,7 +234,8 @@ def test_log_models_adds_the_best_model_s_files_to_a_finished_trial_s_run(tmp_pa
         files.append(str(tmp_path / name))
     config = {"model": {"cell": "gru"}}
     for log_models, key in ((False, "k1"), (True, "k2")):
-        tracker = StudyTracker(default_tracking_uri(tmp_path), "models", log_models=log_models)
+        tracker = StudyTracker(default_tracking_uri(tmp_path), "models", artifact_root=tmp_path / "artifacts",
+                               log_models=log_models)
         tracker.connect()
         tracker.start_parent("fingerprint", {"study": "models"})
         run_id = tracker.child(key, "GRU", 1, config)
