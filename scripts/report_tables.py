@@ -28,8 +28,8 @@ REPORT = ROOT / "results" / "REPORT.md"
 REFERENCE = ROOT / "results" / "reference"
 BLOCK = re.compile(r"(<!-- generated: (?P<what>[a-z]+)(?: (?P<study>[A-Za-z0-9_-]+))? -->\n)(?P<body>.*?)(<!-- /generated -->)",
                    re.DOTALL)
-COMPUTE_STUDIES = ("ablation_srnmt_m30k", "context_gates_m30k", "depth_srnmt_m30k", "fsmn_m30k", "cells_m30k",
-                   "atr_gates_m30k")
+COMPUTE_STUDIES = ("ablation_srnmt_m30k", "context_gates_m30k", "depth_srnmt_m30k", "fsmn_m30k", "fsmn_probe_m30k",
+                   "cells_m30k", "atr_gates_m30k")
 
 
 def claims_block(study: str) -> str:
