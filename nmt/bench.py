@@ -75,7 +75,8 @@ def decode_size(text: str) -> tuple[int, int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("nmt.bench",
+    parser = command_parser(
+        "nmt.bench",
         description="Speed of every recurrent unit as ratios to torch.nn.LSTM measured in the same run, "
                     "achieved GFLOP/s against this machine's measured GEMM peak, and whole-model training "
                     "and decoding speed.",

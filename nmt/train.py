@@ -27,7 +27,8 @@ DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.yaml"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("nmt.train",
+    parser = command_parser(
+        "nmt.train",
         description=f"Train an attentional encoder-decoder with any recurrent unit ({' '.join(unit_names())}; "
                     "python -m nmt.units describes them) and evaluate it with sacreBLEU.",
         epilog="Example: python -m nmt.train --config nmt/configs/multi30k_gru.yaml --set train.max_epochs=5 "

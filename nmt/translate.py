@@ -27,8 +27,10 @@ INLINE_BREAKS = str.maketrans({c: " " for c in "\r\v\f\x1c\x1d\x1e\x85\u2028\u20
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("nmt.translate", description="Translate stdin with a checkpoint written by nmt.train: one "
-                                                 "output line per input line.")
+    parser = command_parser(
+        "nmt.translate",
+        description="Translate stdin with a checkpoint written by nmt.train: one "
+                    "output line per input line.")
     parser.add_argument("--checkpoint", type=Path, required=True,
                         help="a run's checkpoint directory (e.g. runs/default/checkpoint) or the run directory")
     parser.add_argument("--beam", type=int, help="beam size (default: the run's decode.beam; 1 = greedy)")

@@ -12,7 +12,8 @@ from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("study.bench",
+    parser = command_parser(
+        "study.bench",
         description="Wall time of N identical small trials run as a study (one trial per CPU, on Ray) "
                     "against the same trials run one after another in one process using every CPU.",
         epilog="Example: python -m study.bench --trials 4 --epochs 3")

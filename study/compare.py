@@ -10,7 +10,8 @@ from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("study.compare",
+    parser = command_parser(
+        "study.compare",
         description="One table (Markdown, CSV, LaTeX) and one bar figure over the rows of several studies, with "
                     "the significance columns of a study's own table (Δ, bootstrap interval, p) measured against one "
                     "reference row. One study with --reference measures its rows against another of its own rows. "

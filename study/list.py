@@ -10,7 +10,8 @@ from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("study.list",
+    parser = command_parser(
+        "study.list",
         description="List the built-in studies (search_spaces/*.yaml): kind, number of trials, budget per "
                     "trial, which results exist (finished or running, and where) and what each reproduces. "
                     "With a study's NAME: where each of its trials stands (finished, part-way at which epoch, "

@@ -10,7 +10,8 @@ from nmt.cli import command_parser, run_main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("study.report",
+    parser = command_parser(
+        "study.report",
         description="(Re)write results/NAME/report.html from a study's stored results: one self-contained HTML file "
                     "(table, figures, configuration, data, environment) to send to a colleague. Trains nothing.",
         epilog="example: python -m study.report ablation_srnmt --results results/reference")

@@ -12,7 +12,8 @@ from study.spec.options import add_arguments, from_arguments
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("study.run",
+    parser = command_parser(
+        "study.run",
         description="Run a named study from search_spaces/ (or a study .yaml file): every configuration and "
                     "seed is a Ray Tune trial of the nmt core, tracked in MLflow; the tables and plots go to "
                     "results/NAME/. python -m study.list shows the built-in studies.",

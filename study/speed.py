@@ -18,7 +18,8 @@ def positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("study.speed",
+    parser = command_parser(
+        "study.speed",
         description="Time every row of a stored study on this machine in one pass (training tokens/s and "
                     "beam-search words/s, interleaved rounds), write speed.json beside its tables and rebuild "
                     "them: the table's speed columns and the speed plot then show these numbers instead of "

@@ -11,9 +11,11 @@ from nmt.cli import command_parser, run_main
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("study.table", description="Rebuild results/NAME/ (md, csv, tex, png) from the stored "
-                                                 "trial results of a study run, and print the Markdown table "
-                                                 "(and an ablation's additivity table).")
+    parser = command_parser(
+        "study.table",
+        description="Rebuild results/NAME/ (md, csv, tex, png) from the stored "
+                    "trial results of a study run, and print the Markdown table "
+                    "(and an ablation's additivity table).")
     parser.add_argument("name", help="the study's name (or its .yaml file)")
     parser.add_argument("--results", type=Path, default=Path("results"), help="results directory (default: ./results)")
     parser.add_argument("--storage", metavar="URI", default=None,

@@ -30,21 +30,22 @@ import sys
 
 import torch
 
-from nmt.figures import subplots
 from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out,
                                  save_figure, traced_batches, write_summary)
 from nmt.cells.atr import ATRCell
 from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
+from nmt.figures import subplots
 
 MIN_SENTENCES_PER_POSITION = 10  # positions seen in fewer sentences are too noisy to plot
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("nmt.analysis.atr_gates",
+    parser = command_parser(
+        "nmt.analysis.atr_gates",
         description="ATR input/forget gate correlation (Pearson r), the position-wise "
-                                                 "gate means of Zhang et al. 2018 Figure 3, and the eq. (10) weights "
-                                                 "g_k of one sentence.")
+                    "gate means of Zhang et al. 2018 Figure 3, and the eq. (10) weights "
+                    "g_k of one sentence.")
     add_run_arguments(parser)
     parser.add_argument("--side", choices=("decoder", "encoder"), default="decoder",
                         help="which ATR stack to read (default: decoder, as the paper's Figure 4; the encoder's "

@@ -23,18 +23,20 @@ import sys
 import torch
 from sacrebleu.metrics import BLEU
 
-from nmt.figures import subplots
 from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out,
                                  save_figure, traced_batches, write_summary)
 from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
+from nmt.figures import subplots
 from nmt.modules.context_gate import ContextGate
 from nmt.translator import translate
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("nmt.analysis.context_gates", description="Per-sentence mean context-gate value against sentence BLEU "
-                                                 "(Tu et al. 2017, Table 6), with a scatter plot.")
+    parser = command_parser(
+        "nmt.analysis.context_gates",
+        description="Per-sentence mean context-gate value against sentence BLEU "
+                    "(Tu et al. 2017, Table 6), with a scatter plot.")
     add_run_arguments(parser)
     parser.add_argument("--beam", type=int, help="beam for the translations (default: the run's decode.beam)")
     parser.add_argument("--split-length", type=int, default=15,

@@ -17,17 +17,18 @@ import sys
 
 import torch
 
-from nmt.figures import subplots
 from nmt.analysis.common import Run, add_run_arguments, load_run, prepare_out, save_figure, write_summary
 from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
+from nmt.figures import subplots
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("nmt.analysis.fsmn_filters",
+    parser = command_parser(
+        "nmt.analysis.fsmn_filters",
         description="Plot the learned FSMN memory filters a_0..a_N of the last memory "
-                                                 "block of the forward encoder, the reverse encoder and the decoder "
-                                                 "(Hou et al., Fig. 3).")
+                    "block of the forward encoder, the reverse encoder and the decoder "
+                    "(Hou et al., Fig. 3).")
     add_run_arguments(parser, text=False)
     parser.add_argument("--all-layers", action="store_true", help="draw every memory block, not only the last of each")
     return parser

@@ -15,18 +15,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from nmt.figures import subplots
 from nmt.analysis.common import prepare_out, save_figure, write_summary
 from nmt.cli import command_parser, run_main
 from nmt.data.corpus import read_lines
 from nmt.errors import UserError
+from nmt.figures import subplots
 from nmt.evaluate import corpus_bleu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = command_parser("nmt.analysis.length_buckets",
+    parser = command_parser(
+        "nmt.analysis.length_buckets",
         description="BLEU and length ratio per source-length bucket for one or more "
-                                                 "systems' translations of the same test set (Tu et al. 2017, Fig. 7).")
+                    "systems' translations of the same test set (Tu et al. 2017, Fig. 7).")
     parser.add_argument("--source", type=Path, required=True, help="source sentences (plain or .gz)")
     parser.add_argument("--reference", type=Path, required=True, help="reference translations (plain or .gz)")
     parser.add_argument("--hyp", action="append", required=True, metavar="LABEL=FILE",

@@ -99,8 +99,6 @@ Public API: ``generate_corpus``, ``write_corpus``, ``lexicon_sizes`` and ``word_
 
 from __future__ import annotations
 
-
-from nmt.cli import command_parser
 import bisect
 import itertools
 import math
@@ -114,6 +112,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 
+from nmt.cli import command_parser
 from nmt.fileio import write_lines
 
 __all__ = ["LexiconSizes", "detokenize", "generate_corpus", "lexicon_sizes", "tokenize", "word_forms",
@@ -1030,7 +1029,8 @@ def _corpus_statistics(pairs: list[Pair]) -> dict[str, dict[str, float]]:
 
 def _main(argv: Sequence[str] | None = None) -> int:
     """Command line: generate, print examples and statistics, optionally write the files."""
-    parser = command_parser("nmt.data.synthetic",
+    parser = command_parser(
+        "nmt.data.synthetic",
         description="Generate the synthetic parallel corpus; print example pairs and statistics.")
     parser.add_argument("--seed", type=int, default=1, help="corpus seed (default: 1)")
     parser.add_argument("--size", type=int, default=20000, help="training pairs (default: 20000)")

@@ -32,7 +32,7 @@ from study.analysis.significance import (
     slope_weights,
     welch_contrast,
 )
-from study.analysis.tables import SCORED, StudyTable
+from study.analysis.tables import StudyTable, mean_std, scored
 from study.spec.claims import ClaimSpec
 from study.store.record_validation import read_text
 
@@ -56,26 +56,14 @@ class RowStats:
         return weight, self.mean, self.std, self.n
 
 
-def _summary(values: list[float]) -> tuple[float, float, int]:
-    """Mean, sample standard deviation and count, as a table's row computes them."""
-    n = len(values)
-    mean = sum(values) / n if n else math.nan
-    std = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else (0.0 if n == 1 else math.nan)
-    return mean, std, n
-
-
-def _scored(record: dict) -> bool:
-    return record["status"] in SCORED and record["metrics"].get("test_bleu") is not None
-
-
 def row_stats(table: StudyTable, records: list[dict], metric: str = "test_bleu") -> dict[str, RowStats]:
     """Each row's ``metric`` over the scored seeds among ``records`` (all the study's, or those left
     after the still-improving ones are set aside)."""
     out = {}
     for row in table.rows.to_dict("records"):
-        values = [float(r["metrics"][metric]) for r in records if r["label"] == row["label"] and _scored(r)
+        values = [float(r["metrics"][metric]) for r in records if r["label"] == row["label"] and scored(r)
                   and r["metrics"].get(metric) is not None]
-        mean, std, n = _summary(values)
+        mean, std, n = mean_std(values)
         out[row["label"]] = RowStats(mean, std, n, int(row["seeds"]))
     return out
 
@@ -90,13 +78,13 @@ def other_bleu_stats(table: StudyTable, records: list[dict], references_text: li
     for label, stats in row_stats(table, records).items():
         scores = []
         for record in records:
-            if record["label"] != label or not _scored(record):
+            if record["label"] != label or not scored(record):
                 continue
             lines = (read_text(Path(record.get("hyp_path") or "")) or "").splitlines() if record.get("hyp_path") else []
             if len(lines) != len(references_text):
                 return None
             scores.append(metric.corpus_score(lines, None).score)
-        mean, std, n = _summary(scores)
+        mean, std, n = mean_std(scores)
         out[label] = RowStats(mean, std, n, stats.planned)
     return out
 
@@ -125,7 +113,7 @@ def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None
     a comparison needs 2+ scored seeds in every row it involves, a ``diverges`` claim one ended seed
     (scored or diverged); it is tested once every planned seed has ended."""
     if claim.claim == "diverges":
-        ended = sum(r["label"] == claim.row and (r["status"] == "diverged" or _scored(r)) for r in records)
+        ended = sum(r["label"] == claim.row and (r["status"] == "diverged" or scored(r)) for r in records)
         planned = rows[claim.row].planned
         return ended >= 1, ended >= planned, "" if ended >= planned else f"{claim.row} has {ended} of {planned} seeds"
     involved = list(claim_weights(claim, reference))

@@ -148,13 +148,24 @@ def build_table(records: list[dict], title: str, reference: str | None, referenc
     return StudyTable(title, frame, trials, reference)
 
 
+def scored(record: dict) -> bool:
+    """A trial whose test score enters its row's statistics."""
+    return record["status"] in SCORED and record["metrics"].get("test_bleu") is not None
+
+
+def mean_std(values: list[float]) -> tuple[float, float, int]:
+    """A row's mean over its seeds, their sample standard deviation (0 for one seed, NaN for none) and
+    their count: the table's statistics, which the claims use too."""
+    n = len(values)
+    mean = sum(values) / n if n else math.nan
+    std = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5 if n > 1 else (0.0 if n == 1 else math.nan)
+    return mean, std, n
+
+
 def _aggregate(label: str, group: list[dict], planned: int = 0, plateau: dict[str, bool | None] | None = None) -> dict:
     counts = {status: sum(r["status"] == status for r in group) for status in STATUSES}
-    ok = [r for r in group if r["status"] in SCORED and r["metrics"].get("test_bleu") is not None]
-    bleu = [float(r["metrics"]["test_bleu"]) for r in ok]
-    n = len(bleu)
-    mean = sum(bleu) / n if n else math.nan
-    std = (sum((b - mean) ** 2 for b in bleu) / (n - 1)) ** 0.5 if n > 1 else (0.0 if n == 1 else math.nan)
+    ok = [r for r in group if scored(r)]
+    mean, std, n = mean_std([float(r["metrics"]["test_bleu"]) for r in ok])
     half = t95(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
     measured = [r for r in group if r["status"] in ("ok", "truncated", "diverged", "stopped")]
     errors = sorted({r["error"] for r in group if r.get("error")})
@@ -388,8 +399,7 @@ def footnotes(rows: pd.DataFrame) -> list[str]:
 def bleu_signature_note(records: list[dict]) -> str | None:
     """The sacreBLEU signature of the scored trials' test BLEU, as a note ("BLEU: sacreBLEU nrefs:1|...");
     several signatures are each counted; None when no scored trial recorded one."""
-    scored = [r for r in records if r["status"] in SCORED and r["metrics"].get("test_bleu") is not None]
-    signatures = Counter(str(r["metrics"].get("bleu_signature") or "") for r in scored)
+    signatures = Counter(str(r["metrics"].get("bleu_signature") or "") for r in records if scored(r))
     recorded = {signature: count for signature, count in signatures.items() if signature}
     if not recorded:
         return None
