@@ -236,6 +236,8 @@ BAD_CONFIGS = [
     ("train: {lr: -1}", "train.lr = -1.0", "must be > 0"),
     ("model: {dropout: 1.5}", "model.dropout = 1.5", "[0, 1)"),
     ("model: [1, 2", "malformed YAML", ""),
+    ("model: {cell: gru, init: he}", "model.init = 'he'", "only fsmn has; use scaled or uniform for gru"),
+    ("train: {optimizer: rmsprop}", "train.optimizer", "sgd"),
 ]
 
 
