@@ -284,11 +284,22 @@ def small_file_system(path: Path, megabytes: int = 64):
 
 
 @contextlib.contextmanager
-def read_only(path: Path):
-    """``path`` read-only for everyone, root included (a read-only bind mount over it)."""
+def read_only(path: Path, patience: float = 20.0):
+    """``path`` read-only for everyone, root included (a read-only bind mount over it).
+
+    A process writing under ``path`` may open a file through the fresh bind mount before it
+    turns read-only; the kernel then refuses the remount (EBUSY) while that file is open, so
+    the remount is retried until the write ends, and the mount is detached lazily."""
     subprocess.run(["mount", "--bind", str(path), str(path)], check=True, capture_output=True)
     try:
-        subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], check=True, capture_output=True)
+        deadline = time.monotonic() + patience
+        while True:
+            remount = subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, text=True)
+            if remount.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cannot make {path} read-only: {remount.stderr.strip()}")
+            time.sleep(0.01)
         yield path
     finally:
-        subprocess.run(["umount", str(path)], check=True, capture_output=True)
+        subprocess.run(["umount", "--lazy", str(path)], check=True, capture_output=True)
