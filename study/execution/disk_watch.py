@@ -1,10 +1,13 @@
-"""The results directory's health during a study: full or no longer writable.
+"""The health of where a study's records go: the results directory full or no longer writable, or
+the study's lease in the ``--storage`` store lost.
 
 A study that loses its results directory mid-way (a full disk, a file system remounted
 read-only, permissions taken away) must stop at once with one line naming the cause, keep every
 finished trial, and continue with ``--resume`` once the cause is fixed. ``StorageStopper`` stops
 all trials as soon as the directory is in trouble (so failing trials are not retried against a
-full disk), and ``check_storage`` turns the trouble into that one line after the trials stopped.
+full disk), and ``check_storage`` turns the trouble into that one line after the trials stopped. A
+driver whose lease in the object store was taken over stops the same way: no trial starts after it,
+and the line names the lease and the resume command.
 """
 
 from __future__ import annotations
@@ -36,10 +39,13 @@ def storage_trouble(directory: Path) -> str | None:
 
 class StorageStopper(tune.Stopper):
     """Stops every trial once the results directory is full or not writable (checked at most
-    once a second), or once a write of the driver failed for such a reason."""
+    once a second), once a write of the driver failed for such a reason, or once ``lease`` (a
+    ``study.store.remote_study.LeaseKeeper``: anything with ``lost``, the line saying why the study's
+    lease is gone, or None) is lost."""
 
-    def __init__(self, directory: Path, every: float = 1.0):
+    def __init__(self, directory: Path, every: float = 1.0, lease=None):
         self.directory = Path(directory)
+        self.lease = lease
         self.every = every
         self.error: OSError | None = None
         self._checked = 0.0
@@ -61,18 +67,24 @@ class StorageStopper(tune.Stopper):
     def __call__(self, trial_id, result) -> bool:
         return False
 
+    def lease_lost(self) -> str | None:
+        return None if self.lease is None else self.lease.lost
+
     def stop_all(self) -> bool:
-        return self.trouble() is not None
+        return self.lease_lost() is not None or self.trouble() is not None
 
 
 def check_storage(directory: Path, stopper: StorageStopper, study: str, again: str) -> None:
     """After the trials stopped: one line naming the cause if the results directory was full or
     not writable (finished trials are kept; ``again``, the command that continues the study,
     runs once it is fixed)."""
+    resume = f"then resume with: {again} (finished trials are kept)"
+    lost = stopper.lease_lost()
+    if lost is not None:
+        raise UserError(f"study {study} stopped: {lost}; make sure no other driver runs it, {resume}")
     trouble = stopper.trouble(now=True)
     if trouble is None and stopper.error is None:
         return
-    resume = f"then resume with: {again} (finished trials are kept)"
     if trouble == "full":
         raise UserError(f"study {study} stopped: no space left on the device of {directory}; free some space, {resume}")
     if trouble is not None:

@@ -84,7 +84,8 @@ def run_study(spec: StudySpec, options: RunOptions) -> int:
             check_real_tree(run.study_dir, "study directory")
             check_real_tree(run.exp_dir, "trial store")
             search_db = optuna_database(results_root) if spec.fields.search is not None else None
-            with mirrored_study(options.where.storage, spec.name, run.study_dir, run.exp_dir, run.say, search_db):
+            with mirrored_study(options.where.storage, spec.name, run.study_dir, run.exp_dir, run.say, search_db,
+                                options.where.lease_seconds) as run.lease:
                 if options.continues:  # what the run acts on is checked as input first (--fresh replaces the store)
                     run.store.check_records()
                 say_followed_link(results_root, experiment_dir(results_root, spec.name), run.say)
@@ -279,9 +280,10 @@ def stopped(run: StudyRun, received: bool) -> int:
 
 def run_trials(run: StudyRun) -> tuple[list[dict], bool]:
     """Run the trials on Ray Tune; (the trial store's records afterwards, whether SIGTERM stopped
-    them). A full or read-only results directory stops every trial and is one line (UserError)."""
+    them). A full or read-only results directory, or the study's lease in the store lost, stops every
+    trial and is one line (UserError)."""
     spec, options = run.spec, run.options
-    storage = StorageStopper(run.exp_dir)
+    storage = StorageStopper(run.exp_dir, lease=run.lease)
     with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
         work = None if spec.fields.search is not None else row_work(run.trials, run.stats)
         if options.where.storage:  # a trial on another node keeps its working copy in that node's scratch (trainable)
@@ -293,7 +295,7 @@ def run_trials(run: StudyRun) -> tuple[list[dict], bool]:
             if to_run:
                 tuner.fit()
         except Exception:
-            if storage.trouble() is None:
+            if storage.trouble() is None and storage.lease_lost() is None:
                 raise
         finally:
             tuner = None  # Tune's Ray handles go before Ray does, also from a traceback's frame (see BackgroundShutdown)

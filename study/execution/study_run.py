@@ -19,6 +19,7 @@ from study.spec.portable import portable_tree
 from study.store.migration import Move
 from study.store.claim_declarations import KEY, now, with_declarations
 from study.store.provenance import environment
+from study.store.remote_study import LeaseKeeper
 from study.store.study_state import command_history, with_command, write_state
 from study.store.trial_store import TrialStore
 
@@ -46,6 +47,7 @@ class StudyRun:
     reuse_sources: list = field(default_factory=list)  # the --reuse-from studies' stores (study.store.reuse)
     tracker: StudyTracker | None = None
     tracking_uri: str = ""
+    lease: LeaseKeeper | None = None  # the study's lease in the --storage store, while the run holds it
     say: Callable[[str], None] = field(init=False)  # the run's progress lines (options.report.say)
     store: TrialStore = field(init=False)  # the trial store at exp_dir
 

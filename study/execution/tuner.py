@@ -93,7 +93,8 @@ def _search_mirror(run: StudyRun) -> list:
     # it loads Ray: imported when the trials start
     from study.execution.callbacks import TrialEndCallback
 
-    push = search_pusher(run.options.where.storage, run.spec.name, optuna_database(run.results_root), run.say)
+    push = search_pusher(run.options.where.storage, run.spec.name, optuna_database(run.results_root), run.say,
+                         run.lease)
     return [] if push is None else [TrialEndCallback(push)]
 
 

@@ -76,6 +76,11 @@ class ResultsPlace:
                                        "on another node continues from its last uploaded epoch, and --resume with the "
                                        "same URI continues the study from any machine, even from an empty --results "
                                        "directory", metavar="URI")
+    lease_seconds: float | None = option(None, "with --storage: how long the study's lease in the store holds "
+                                               "unrenewed, by the store's clock (default: 120; the driver renews it "
+                                               "every third of that): a driver that died frees the study after this "
+                                               "long, and one that could not renew it for this long stops", float,
+                                         metavar="SECONDS", minimum=3)
     tracking_uri: str | None = option(None, "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
                                                         "sqlite:///<results>/mlflow.db)", metavar="URI")
     log_models: bool = option(False, "also log each finished trial's best model to its MLflow run (best.pt, its "
@@ -145,7 +150,7 @@ class RunOptions:
         for group, name, meta in declared():
             value = getattr(getattr(self, group), name)
             if meta["minimum"] is not None and value is not None and value < meta["minimum"]:
-                raise UserError(f"{flag_of(name, meta)} {value}: must be >= {meta['minimum']:g}")
+                raise UserError(f"{flag_of(name, meta)} {value:g}: must be >= {meta['minimum']:g}")
         if self.how.fresh and self.continues:
             flag = "--resume" if self.how.resume else "--extend"
             raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")

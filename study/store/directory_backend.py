@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from nmt.fileio import write_bytes
-from study.store.object_backend import ObjectStore, StorageError
+from study.store.object_backend import ObjectStore, Stamp, StorageError
 
 SCHEME = "file://"
 
@@ -53,10 +53,24 @@ class DirectoryStore(ObjectStore):
 
     def version(self, key):
         try:
-            stat = self._path(key).stat()
+            return _version(self._path(key).stat())
         except FileNotFoundError:
             return None
-        return f"{stat.st_mtime_ns}-{stat.st_size}-{stat.st_ino}"
+
+    def stamp(self, key):
+        path = self._path(key)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return None
+        # "now" by the file system's clock, as its write time of a scratch file beside the object: on a shared
+        # mount that is the file server's clock, the one that stamped the object too
+        scratch = self._staged(path, b"")
+        try:
+            now = scratch.stat().st_mtime
+        finally:
+            scratch.unlink(missing_ok=True)
+        return Stamp(_version(stat), max(now - stat.st_mtime, 0.0))
 
     def write(self, key, data):
         write_bytes(self._path(key), data)
@@ -108,3 +122,7 @@ class DirectoryStore(ObjectStore):
             probe.unlink()
         except OSError as err:
             raise StorageError(f"{self.uri}: cannot write there ({err.strerror}); choose a writable directory") from None
+
+
+def _version(stat: os.stat_result) -> str:
+    return f"{stat.st_mtime_ns}-{stat.st_size}-{stat.st_ino}"

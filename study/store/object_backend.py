@@ -10,16 +10,32 @@ what they do have:
   marker written last with it (a finished trial's ``metrics.json``) means everything before it is
   there;
 - ``replace_if``: a write that succeeds only while the object is still the version read
-  (``If-Match``), which is what a lease needs.
+  (``If-Match``), which is what a lease needs;
+- ``stamp``: the object's version and how long ago it was written by the store's own clock, so a
+  lease expires by one clock, never by comparing two machines' clocks.
+
+Several S3-compatible stores accept ``If-None-Match`` and ``If-Match`` and ignore them; a lease or a
+marker would then fail silently, so a driver that writes runs ``study.store.object_store``'s probe
+of them first.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from nmt.errors import UserError
 
 
 class StorageError(UserError):
     """The storage cannot be used as given: one line naming the URI and the fix."""
+
+
+class Stamp(NamedTuple):
+    """An object's version and its age: seconds since it was last written, by the store's clock (a lower
+    bound where the store counts in whole seconds)."""
+
+    version: str
+    age: float
 
 
 class ObjectStore:
@@ -46,6 +62,10 @@ class ObjectStore:
 
     def version(self, key: str) -> str | None:
         """A token that changes whenever the object does; None when there is none."""
+        raise NotImplementedError
+
+    def stamp(self, key: str) -> Stamp | None:
+        """The object's version and age, from one request; None when there is none."""
         raise NotImplementedError
 
     def write(self, key: str, data: bytes) -> None:

@@ -7,16 +7,18 @@ service, ``study.store.s3_backend``) or a local directory (``file://`` or a plai
 ``study.store.directory_backend``). Everything above this module (the trials, the driver, the reading
 commands) reaches every backend through ``open_store``.
 
-``Lease``: one holder at a time (a study's driver), taken with ``create``, renewed with
-``replace_if``, and taken over only after its holder let it expire.
+``check_conditional_writes``: the probe a driver runs before it writes, since what follows rests on
+``create`` and ``replace_if`` meaning what they say. ``Lease``: one holder at a time (a study's driver),
+taken with ``create``, renewed with ``replace_if``, and taken over only after its holder let it expire
+by the store's clock.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
-import time
 from dataclasses import dataclass
 
 from study.store.directory_backend import DirectoryStore
@@ -59,28 +61,72 @@ def worker_env(uri: str | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------
+# conditional writes, probed before a driver trusts them
+
+PROBE_FOLDER = ".rnmt-probe"  # scratch keys of the probe, each deleted when it ends
+STALE_VERSION = '"00000000000000000000000000000000"'  # no object's version: a write conditional on it must fail
+
+
+def check_conditional_writes(store: ObjectStore) -> None:
+    """One StorageError line unless ``store`` honours both conditions on a scratch key of its own: a second
+    write-once ``create`` is refused (``If-None-Match: *``), a ``replace_if`` at a version the object does not
+    have is refused and one at its current version succeeds (``If-Match``). The study's lease and the finished
+    trials' markers rest on them; a store that ignores them would let two drivers run one study, or a retried
+    trial overwrite a finished one, without a word."""
+    key = f"{PROBE_FOLDER}/{secrets.token_hex(8)}"
+    where = store.where(key)
+    fix = ("the study's lease and its finished-trial markers need conditional writes: use a store that honours "
+           "them, or run without --storage on a shared file system")
+    try:
+        if not store.create(key, b"first"):
+            raise StorageError(f"{where}: a write-once create of a new scratch key was refused; {fix}")
+        if store.create(key, b"second") or store.read(key) != b"first":
+            raise StorageError(f"--storage {store.uri}: the store ignores If-None-Match (a second write-once create "
+                               f"of {where} replaced it); {fix}")
+        version = store.version(key)
+        if store.replace_if(key, b"stale", STALE_VERSION) or store.read(key) != b"first":
+            raise StorageError(f"--storage {store.uri}: the store ignores If-Match (a write conditional on a version "
+                               f"{where} does not have replaced it); {fix}")
+        if version is None or not store.replace_if(key, b"current", version):
+            raise StorageError(f"--storage {store.uri}: the store refused a write conditional on the current version "
+                               f"of {where} (If-Match); {fix}")
+    finally:
+        store.delete(key)
+
+
+# ---------------------------------------------------------------------------
 # a lease: one holder at a time
 
 
 @dataclass
 class Lease:
-    """A held lease object: who holds it and until when. ``renew`` before ``seconds`` run out;
-    ``release`` when done (a holder that dies lets it expire, and the next one takes it over)."""
+    """A held lease object: who holds it, and for how long it holds unrenewed, by the store's clock (the
+    object's age since its last write; no holder's clock is compared with another's). ``renew`` before
+    ``seconds`` run out; ``release`` when done (a holder that dies lets it expire, and the next one takes
+    it over)."""
 
     store: ObjectStore
     key: str
     owner: str
     seconds: float
     version: str | None = None
+    renewals: int = 0
 
     def record(self) -> bytes:
-        return json.dumps({"owner": self.owner, "expires": time.time() + self.seconds}).encode()
+        # the count makes every renewal's object (and so its version) differ from the one before
+        return json.dumps({"owner": self.owner, "seconds": self.seconds, "renewals": self.renewals}).encode()
 
-    def renew(self) -> None:
-        if self.version is None or not self.store.replace_if(self.key, self.record(), self.version):
-            raise StorageError(f"{self.store.where(self.key)}: the lease was taken over by another driver; stop "
-                               "this one (its trials keep their records)")
+    def renew(self) -> bool:
+        """Write the lease again, only while it is still this holder's: False when another driver took it over
+        (a StorageError when the store cannot be reached)."""
+        if self.version is None:
+            return False
+        self.renewals += 1
+        if not self.store.replace_if(self.key, self.record(), self.version):
+            self.version = None
+            return False
         self.version = self.store.version(self.key)
+        return True
 
     def release(self) -> None:
         if self.version is not None and self.store.version(self.key) == self.version:
@@ -107,22 +153,28 @@ def _dead_here(holder: str) -> bool:
     return False
 
 
+def _holder(held: bytes | None) -> tuple[str, float]:
+    """(holder, seconds it holds unrenewed) of a lease object; a damaged one holds nothing."""
+    try:
+        record = json.loads(held or b"{}")
+        return str(record["owner"]), float(record["seconds"])
+    except (ValueError, KeyError, TypeError):
+        return "?", 0.0
+
+
 def take_lease(store: ObjectStore, key: str, seconds: float = 120.0, owner: str | None = None) -> Lease:
     """The lease at ``key``, or ``StorageError`` naming its holder while another one holds it."""
     lease = Lease(store, key, owner or holder_name(), seconds)
     if store.create(key, lease.record()):
         lease.version = store.version(key)
         return lease
-    version, held = store.version(key), store.read(key)
-    try:
-        record = json.loads(held or b"{}")
-        holder, expires = str(record["owner"]), float(record["expires"])
-    except (ValueError, KeyError, TypeError):  # a damaged lease object holds nothing
-        holder, expires = "?", 0.0
-    if expires > time.time() and not _dead_here(holder):
-        raise StorageError(f"{store.where(key)}: held by {holder} for {expires - time.time():.0f} s more; another "
-                           "driver runs this study (stop it first, or wait for its lease to expire)")
-    if version is None or not store.replace_if(key, lease.record(), version):
+    stamp = store.stamp(key)  # before the read: a lease renewed in between changes the version, and the take fails
+    holder, holds = _holder(store.read(key))
+    left = holds - stamp.age if stamp is not None else 0.0
+    if left > 0 and not _dead_here(holder):
+        raise StorageError(f"{store.where(key)}: held by {holder} for {left:.0f} s more; another driver runs this "
+                           "study (stop it first, or wait for its lease to expire)")
+    if stamp is None or not store.replace_if(key, lease.record(), stamp.version):
         raise StorageError(f"{store.where(key)}: another driver took the lease just now; it runs this study")
     lease.version = store.version(key)
     return lease

@@ -1,14 +1,17 @@
 """A study run with ``--storage URI``: the driver's side of keeping the trial store and the exports in
 an object store (``study.store.object_store``), for clusters whose nodes share no file system.
 
-Before anything else reads the local results directory, the driver takes the study's lease in the
-store (a second driver on the same study is refused in one line, wherever it runs) and brings the
-stored records down into it (``study.store.store_mirror``), with ``study.json`` and ``command.txt``
+Before anything else reads the local results directory, the driver checks that the store honours
+conditional writes (``check_conditional_writes``), takes the study's lease in the store (a second
+driver on the same study is refused in one line, wherever it runs) and brings the stored records
+down into it (``study.store.store_mirror``), with ``study.json`` and ``command.txt``
 where the local directory has none: so ``--resume`` with the same URI continues the study from any
 machine, an empty directory included. The trials mirror their own records and checkpoints
 (``study.execution.trainable`` writes through ``study.store.trial_writes``). When the run ends, however
 it ends, the driver puts the study's exports and the records it wrote itself (verdicts, errors) up, and
-lets the lease go.
+lets the lease go. A driver that lost the lease (another driver took the study over after this one
+could not renew it in time) stops its trials (``study.execution.disk_watch``) and puts nothing up: the
+store is the other driver's now.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ import contextlib
 import shutil
 import tempfile
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from study.store.object_backend import StorageError
-from study.store.object_store import Lease, open_store, take_lease
+from study.store.object_store import Lease, check_conditional_writes, open_store, take_lease
 from study.store.ownership import check_real_tree
 from study.store.records import experiment_dir
 from study.store.store_mirror import StoreMirror
@@ -34,20 +39,25 @@ from study.store.study_transfer import (
     trial_store_prefix,
 )
 
-LEASE_SECONDS = 120.0  # renewed every third of it; a driver that died frees the study after this long
+LEASE_SECONDS = 120.0  # how long the study's lease holds unrenewed unless --lease-seconds says otherwise
 
 
 @contextlib.contextmanager
-def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, say, search_db: Path | None = None):
-    """Hold the study's lease in ``uri`` and keep ``study_dir`` and ``exp_dir`` (and a search's Optuna study in
-    ``search_db``) mirrored there for the run inside; nothing at all without a URI. A pull refused (a damaged
-    object) puts nothing up."""
+def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, say, search_db: Path | None = None,
+                   lease_seconds: float | None = None):
+    """Hold the study's lease in ``uri`` (``lease_seconds`` unrenewed, default ``LEASE_SECONDS``, renewed every
+    third of it) and keep
+    ``study_dir`` and ``exp_dir`` (and a search's Optuna study in ``search_db``) mirrored there for the run
+    inside, which gets the ``LeaseKeeper`` (None without a URI: then nothing at all happens). A pull refused (a
+    damaged object), or a lease lost, puts nothing up; a lease lost while nothing else went wrong is a
+    StorageError line when the run ends."""
     if not uri:
-        yield
+        yield None
         return
     store = open_store(uri)
     store.check()
-    lease = take_lease(store, f"{trial_store_prefix(study)}/driver.lease", LEASE_SECONDS)
+    check_conditional_writes(store)
+    lease = take_lease(store, f"{trial_store_prefix(study)}/driver.lease", lease_seconds or LEASE_SECONDS)
     try:
         finished = pull_trials(store, study, exp_dir)  # checked whole before any of it is written
         if search_db is not None:
@@ -60,18 +70,29 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
     except BaseException:
         lease.release()
         raise
-    renewal = _Renewal(lease, say)
-    renewal.start()
+    keeper = LeaseKeeper(lease, say)
+    keeper.start()
     try:
-        yield
+        yield keeper
+    except BaseException:
+        _end(keeper, store, study, study_dir, exp_dir, search_db)
+        raise
+    _end(keeper, store, study, study_dir, exp_dir, search_db)
+    if keeper.lost:
+        raise StorageError(keeper.lost)
+
+
+def _end(keeper: LeaseKeeper, store, study: str, study_dir: Path, exp_dir: Path, search_db: Path | None) -> None:
+    """The exports and the Optuna study put up and the lease let go, while the lease is this driver's."""
+    keeper.stop()
+    if keeper.lost:
+        return
+    try:
+        push_study(store, study, study_dir, exp_dir)
+        if search_db is not None:
+            push_search(store, study, search_db)
     finally:
-        renewal.stop()
-        try:
-            push_study(store, study, study_dir, exp_dir)
-            if search_db is not None:
-                push_search(store, study, search_db)
-        finally:
-            lease.release()
+        keeper.lease.release()
 
 
 @contextlib.contextmanager
@@ -104,14 +125,17 @@ def pull_trial_records(uri: str | None, study: str, exp_dir: Path) -> list[str]:
     return pull_trials(open_store(uri), study, exp_dir)
 
 
-def search_pusher(uri: str | None, study: str, search_db: Path, say):
+def search_pusher(uri: str | None, study: str, search_db: Path, say, lease: LeaseKeeper | None = None):
     """A function that puts a search's Optuna study up (after each trial that ends: a driver that dies leaves
-    the store a search that knows its samples); a failure is said once, the study goes on. None without a URI."""
+    the store a search that knows its samples) while ``lease`` is held; a failure is said once, the study goes
+    on. None without a URI."""
     if not uri:
         return None
     failed = []
 
     def push() -> None:
+        if lease is not None and lease.lost:
+            return
         try:
             push_search(open_store(uri), study, search_db)
         except StorageError as err:
@@ -129,14 +153,22 @@ def pull_trial_results(uri: str | None, study: str, exp_dir: Path, key: str) -> 
         StoreMirror(open_store(uri), trial_store_prefix(study), exp_dir).pull_results(key)
 
 
-class _Renewal:
-    """Renews the lease every third of its time in a background thread; a lease lost (taken over after
-    this driver stalled past it) is said once: the other driver now owns the study."""
+class LeaseKeeper:
+    """Renews the lease every third of its time in a background thread. ``lost`` (None while the lease is
+    held) is the line that says why it is not: another driver took it over (after this one stalled past
+    it), or the store could not be reached to renew it for as long as the lease lasts (by then another
+    driver may take it). A failed renewal is said once and tried again every few seconds until then."""
 
     def __init__(self, lease: Lease, say):
         self.lease, self.say = lease, say
+        self.lost: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="storage-lease", daemon=True)
+
+    def __reduce__(self):
+        # Tune pickles the callbacks and stoppers that see the keeper with the experiment's state, and never runs
+        # the copies: the thread and the store's client stay with this driver, a copy keeps only what it said
+        return _Copy, (self.lost,)
 
     def start(self) -> None:
         self._thread.start()
@@ -147,9 +179,31 @@ class _Renewal:
             self._thread.join()
 
     def _run(self) -> None:
-        while not self._stop.wait(self.lease.seconds / 3):
+        where = self.lease.store.where(self.lease.key)
+        renewed = time.monotonic()  # before the request: the store's stamp of the renewal is later than this
+        wait, failing = self.lease.seconds / 3, None
+        while not self._stop.wait(wait):
+            attempt = time.monotonic()
             try:
-                self.lease.renew()
+                held = self.lease.renew()
             except StorageError as err:
-                self.say(f"warning: {err}")
+                if failing is None:
+                    self.say(f"warning: {err} (renewing the study's lease; tried again until it expires)")
+                failing = err
+                if time.monotonic() - renewed >= self.lease.seconds:
+                    self.lost = (f"{where}: the lease could not be renewed for {self.lease.seconds:g} s ({failing}), "
+                                 "so another driver may have taken the study over")
+                    return
+                wait = min(self.lease.seconds / 3, 5.0)
+                continue
+            if not held:
+                self.lost = f"{where}: the lease was taken over by another driver, which runs the study now"
                 return
+            renewed, wait, failing = attempt, self.lease.seconds / 3, None
+
+
+@dataclass(frozen=True)
+class _Copy:
+    """A pickled ``LeaseKeeper``: what it said, no lease."""
+
+    lost: str | None

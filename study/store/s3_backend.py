@@ -8,7 +8,9 @@ refusals are named by their code only.
 
 from __future__ import annotations
 
-from study.store.object_backend import ObjectStore, StorageError
+from email.utils import parsedate_to_datetime
+
+from study.store.object_backend import ObjectStore, Stamp, StorageError
 
 SCHEME = "s3://"
 
@@ -75,12 +77,28 @@ class S3Store(ObjectStore):
             return None
         return response["Body"].read()
 
-    def version(self, key):
+    def _head(self, key):
         try:
-            head = self._call("read", key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)))
+            return self._call("read", key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)))
         except _Missing:
             return None
-        return head["ETag"]
+
+    def version(self, key):
+        head = self._head(key)
+        return None if head is None else head["ETag"]
+
+    def stamp(self, key):
+        head = self._head(key)
+        if head is None:
+            return None
+        # both times are the store's, in whole seconds: the true age may be up to a second more than their
+        # difference, or up to a second less; the lower bound is what an expiry may trust
+        answered = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        if not answered:
+            raise StorageError(f"{self.where(key)}: the store's answer carries no Date header, so its clock cannot "
+                               "be read; the lease needs it")
+        age = (parsedate_to_datetime(answered) - head["LastModified"]).total_seconds() - 1
+        return Stamp(head["ETag"], max(age, 0.0))
 
     def write(self, key, data):
         self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))

@@ -1,7 +1,8 @@
 """A study with ``--storage s3://...`` against a real S3 API on loopback (moto's server, tests/conftest.py):
 its trials and exports land in the bucket, a driver in an empty directory continues it with ``--resume``
 and prints the same table without training anything again, and a second driver is refused while the
-first holds the study's lease."""
+first holds the study's lease; a driver that loses the lease stops, and a store that ignores
+conditional writes (a header-dropping proxy in front of the server, tests/s3_proxy.py) is refused."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+from s3_proxy import proxied_store
 from study_helpers import (
     LoopbackCluster,
     free_port,
@@ -134,6 +136,46 @@ def damaged_objects_are_one_line_and_cost_nothing(folder: Path, study_file: Path
     one_line(in_process(str(study_file), "--results", str(folder / "no-bucket"), "--storage", f"s3://{bucket}-missing/x"),
              f"s3://{bucket}-missing: the bucket does not exist")
     assert not (folder / "no-bucket").exists()
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused_before_anything_is_written(tmp_path, s3_env, s3_endpoint,
+                                                                                         bucket, monkeypatch):
+    study_file = tmp_path / "probe_s3.yaml"
+    study_file.write_text(grid_study("probe_s3", VARIANTS))
+    uri, results = f"s3://{bucket}/lab", tmp_path / "results"
+    with proxied_store(s3_endpoint, dropped=("If-None-Match", "If-Match")) as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        refused = in_process(str(study_file), "--cpus", "1", "--results", str(results), "--storage", uri)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    one_line(refused, f"error: --storage {uri}: the store ignores If-None-Match (a second write-once create of {uri}/"
+                      ".rnmt-probe/", "need conditional writes")
+    assert not results.exists() and open_store(uri).keys() == []  # no lease, no record, no probe left behind
+
+
+def test_a_driver_that_lost_its_lease_stops_its_trials_and_puts_nothing_up(tmp_path, ray_env, s3_env, bucket):
+    """Another driver takes the study over (the lease object replaced, as a driver does once the lease expired):
+    the first one starts no further trial, uploads no exports, and says how to resume, within a renewal."""
+    study_file = tmp_path / "lease_s3.yaml"
+    study_file.write_text(grid_study("lease_s3", VARIANTS, epochs=40))
+    uri, results = f"s3://{bucket}/lab", tmp_path / "results"
+    args = [str(study_file), "--cpus", "1", "--results", str(results), "--storage", uri, "--lease-seconds", "3"]
+    driver = start_study(*args, env={**ray_env, **s3_env})
+    store = open_store(uri)
+    deadline = time.time() + 240
+    while not any(key.endswith("/progress.json") for key in store.keys("ray/lease_s3/trials")):
+        assert driver.poll() is None and time.time() < deadline, driver.stdout.read()[-3000:]
+        time.sleep(0.2)
+    store.write("ray/lease_s3/driver.lease", json.dumps({"owner": "elsewhere:1", "seconds": 600}).encode())
+    output, _ = driver.communicate(timeout=120)
+    skip_if_ray_node_lost(driver.returncode, output)
+    assert driver.returncode == 2 and "Traceback" not in output, output[-3000:]
+    assert output.splitlines()[-1] == (
+        f"error: study lease_s3 stopped: {uri}/ray/lease_s3/driver.lease: the lease was taken over by another driver, "
+        f"which runs the study now; make sure no other driver runs it, then resume with: python -m study.run "
+        f"{' '.join(args)} --resume (finished trials are kept)")
+    assert json.loads(store.read("ray/lease_s3/driver.lease"))["owner"] == "elsewhere:1"  # the new holder's, untouched
+    assert store.keys("lease_s3") == [] and store.keys("ray/lease_s3/finished") == []  # no exports, nothing finished
+    assert len({key.split("/")[3] for key in store.keys("ray/lease_s3/trials")}) == 1  # the second trial never started
 
 
 def test_fresh_with_storage_is_refused_in_one_line(tmp_path, ray_env):

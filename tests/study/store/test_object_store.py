@@ -1,21 +1,25 @@
 """The object-store layer against a real S3 API on loopback (moto's server on 127.0.0.1, tests/conftest.py)
-and against a local directory: whole-object writes, write-once markers, conditional replacement, a
-lease that refuses a second holder, and one line for every way the storage can be wrong.
+and against a local directory: whole-object writes, write-once markers, conditional replacement, the
+probe of those conditions (and a store that ignores them, a header-dropping proxy in front of the S3
+server: tests/s3_proxy.py), a lease that refuses a second holder and expires by the store's clock, and
+one line for every way the storage can be wrong.
 
 Modules covered here: ``study.store.directory_backend``, ``study.store.object_backend`` and
 ``study.store.s3_backend``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
 
 import pytest
+from s3_proxy import proxied_store
 
 from study.store.directory_backend import DirectoryStore
 from study.store.object_backend import ObjectStore, StorageError
-from study.store.object_store import BACKENDS, checked_uri, open_store, take_lease, worker_env
+from study.store.object_store import BACKENDS, check_conditional_writes, checked_uri, open_store, take_lease, worker_env
 from study.store.s3_backend import S3Store
 
 
@@ -55,16 +59,46 @@ def test_the_lease_refuses_a_second_driver_until_the_first_lets_go_or_expires(st
     first = take_lease(store, "ray/s/driver.lease", seconds=60, owner="node-a:1")
     with pytest.raises(StorageError, match=r"driver.lease: held by node-a:1 for \d+ s more; another driver runs"):
         take_lease(store, "ray/s/driver.lease", owner="node-b:2")
-    first.renew()
+    assert first.renew() is True
     first.release()
     second = take_lease(store, "ray/s/driver.lease", seconds=0.2, owner="node-b:2")
-    time.sleep(0.3)  # node-b died without letting go: its lease expires and is taken over
-    third = take_lease(store, "ray/s/driver.lease", seconds=60, owner="node-c:3")
+    # node-b died without letting go: its lease expires by the store's clock (S3 counts whole seconds, so up to
+    # two of them pass before the store's stamps prove it), and is taken over
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            third = take_lease(store, "ray/s/driver.lease", seconds=60, owner="node-c:3")
+            break
+        except StorageError:
+            assert time.monotonic() < deadline, "an expired lease was never taken over"
+            time.sleep(0.2)
     assert json.loads(store.read("ray/s/driver.lease"))["owner"] == "node-c:3"
-    with pytest.raises(StorageError, match="the lease was taken over by another driver"):
-        second.renew()
+    assert second.renew() is False  # taken over: node-b learns it at its next renewal
     third.release()
     assert store.read("ray/s/driver.lease") is None
+
+
+@pytest.mark.parametrize("kind", ["s3", "directory"])
+def test_expiry_is_judged_by_the_store_s_clock_alone(kind, tmp_path, request, monkeypatch):
+    """The taker's clock an hour ahead of the holder's (directory), or the store's an hour behind this machine's
+    (S3, whose server runs in this process): the lease is held as long as the store's own stamps say."""
+    if kind == "directory":
+        store, clock = DirectoryStore(tmp_path / "store"), contextlib.nullcontext()
+    else:
+        request.getfixturevalue("s3_env")
+        clock = proxied_store(request.getfixturevalue("s3_endpoint"), clock_ahead=-3600)
+    with clock as endpoint:
+        if endpoint:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+            store = S3Store(request.getfixturevalue("bucket"), "lab")
+        take_lease(store, "ray/s/driver.lease", seconds=60, owner="node-a:1")
+        if kind == "directory":  # the file system's stamps come from the kernel, not from time.time
+            real = time.time
+            monkeypatch.setattr(time, "time", lambda: real() + 3600)
+        with pytest.raises(StorageError, match=r"held by node-a:1 for (59|60) s more"):
+            take_lease(store, "ray/s/driver.lease", owner="node-b:2")
+        stamp = store.stamp("ray/s/driver.lease")
+        assert stamp.version == store.version("ray/s/driver.lease") and 0 <= stamp.age < 2
 
 
 def test_a_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(store):
@@ -79,6 +113,28 @@ def test_a_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(store):
     # a holder elsewhere, or alive here, is waited for
     with pytest.raises(StorageError, match="held by node-a:1"):
         take_lease(store, "ray/s/driver.lease", owner=f"{socket.gethostname()}:{os.getpid()}")
+
+
+def test_a_store_that_honours_conditional_writes_passes_the_probe_and_keeps_nothing_of_it(store):
+    check_conditional_writes(store)
+    assert store.keys() == []
+
+
+@pytest.mark.parametrize("dropped, ignored", [(("If-None-Match",), "If-None-Match"), (("If-Match",), "If-Match"),
+                                              (("If-None-Match", "If-Match"), "If-None-Match")])
+def test_a_store_that_ignores_a_condition_is_refused_in_one_line(s3_env, s3_endpoint, bucket, monkeypatch, dropped,
+                                                                  ignored):
+    with proxied_store(s3_endpoint, dropped) as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        store = open_store(f"s3://{bucket}/lab")
+        store.check()  # reachable, readable and writable: only the conditions are wrong
+        with pytest.raises(StorageError) as refused:
+            check_conditional_writes(store)
+        assert store.keys() == []  # the probe's scratch object is gone
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"--storage s3://{bucket}/lab: the store ignores {ignored} (")
+    assert line.endswith("need conditional writes: use a store that honours them, or run without --storage on a "
+                         "shared file system")
 
 
 def test_a_damaged_lease_object_holds_nothing(store):
