@@ -6,20 +6,24 @@ trial that reaches a rung below the rung's cutoff. Two things of it do not survi
 every run of a study builds a new Tuner: Tune's ``training_iteration`` starts again from 1 while
 the trial continues from its last epoch, and the rungs are empty. Here the time is the trial's own
 ``epoch``; a trial is known to the rungs by its study key (a resumed trial is a new Tune trial
-with a new id); and the rungs are filled again, before any trial runs, from the epochs the trial
-store holds (``replay``): what each trial reported at each rung's epoch, in the order of the
-epochs. A trial that continues then meets the rungs it would have met, and skips those it passed.
-With one trial at a time this is the same sequence of decisions as the uninterrupted run (with
-several, the order in which trials reach a rung depends on their speed, in either run).
+with a new id); and before any trial runs, every epoch the trial store holds is shown to the rungs
+again, in the order the trials first reported them (``replay``), deciding as the first run did. A
+trial the replay stops - the first run stopped it there, or its driver went away between the
+epoch and the decision - is stopped at its first report when it resumes (a resumed trial first
+reports the epoch it continues from, before it trains another: study.execution.trainable). A trial
+that continues meets the rungs it would have met, and skips those it passed. With one trial at a
+time this is the same sequence of decisions as the uninterrupted run (with several, the order in
+which trials reach a rung depends on their speed, in either run).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ray.tune.schedulers import ASHAScheduler
+from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 
 from study.execution.trainable import trial_key
+from study.store.trial_store import reported_at
 
 TIME_ATTR = "epoch"  # the trial's own epoch count, which a resumed trial continues
 
@@ -35,25 +39,35 @@ class ResumableASHA(ASHAScheduler):
     """``ASHAScheduler`` on the trials' epochs and study keys, its rungs refilled from stored epochs."""
 
     def __init__(self, metric: str, mode: str, max_t: int, grace_period: int, reduction_factor: float,
-                 stored: dict[str, list[tuple[int, float]]] | None = None):
+                 stored: list[tuple[str, int, float]] | None = None):
         super().__init__(time_attr=TIME_ATTR, metric=metric, mode=mode, max_t=max_t, grace_period=grace_period,
                          reduction_factor=reduction_factor)
-        for key, epochs in (stored or {}).items():
-            self.replay(key, epochs)
+        self._stopped_before: set[str] = set()  # keys the replay stopped: they stop at their first report
+        for key, epoch, value in stored or []:
+            self.replay(key, epoch, value)
 
-    def replay(self, key: str, epochs: list[tuple[int, float]]) -> None:
-        """Record a stored trial's (epoch, metric) results in the rungs, as its run did when it reported them."""
+    def replay(self, key: str, epoch: int, value: float) -> None:
+        """Show a stored epoch's result to the rungs as its run did when it reported it; a STOP is kept for
+        the trial's first report when it resumes."""
         trial = _Keyed(key)
-        super().on_trial_add(None, trial)
-        bracket = self._trial_info[key]
-        for epoch, value in sorted(epochs):
-            bracket.on_result(trial, epoch, self._metric_op * value)
+        if key not in self._trial_info:
+            super().on_trial_add(None, trial)
+        if key in self._stopped_before:
+            return  # the first run stopped it before this epoch: only a driver gone before the stop came saw it
+        if super().on_trial_result(None, trial, {TIME_ATTR: epoch, self._metric: value}) == TrialScheduler.STOP:
+            self._stopped_before.add(key)
 
     def on_trial_add(self, tune_controller, trial):
-        super().on_trial_add(tune_controller, _Keyed(trial_key(trial.config)))
+        key = trial_key(trial.config)
+        if key not in self._trial_info:
+            super().on_trial_add(tune_controller, _Keyed(key))
 
     def on_trial_result(self, tune_controller, trial, result):
-        return super().on_trial_result(tune_controller, _Keyed(trial_key(trial.config)), result)
+        key = trial_key(trial.config)
+        if key in self._stopped_before:
+            self._stopped_before.discard(key)
+            return TrialScheduler.STOP
+        return super().on_trial_result(tune_controller, _Keyed(key), result)
 
     def on_trial_complete(self, tune_controller, trial, result):
         keyed = _Keyed(trial_key(trial.config))
@@ -64,8 +78,11 @@ class ResumableASHA(ASHAScheduler):
         self._trial_info.pop(trial_key(trial.config), None)
 
 
-def stored_epochs(histories: dict[str, list[dict]], metric: str) -> dict[str, list[tuple[int, float]]]:
-    """Trial key -> its stored epochs' (epoch, metric) pairs: what ``ResumableASHA`` replays."""
-    return {key: [(int(epoch["epoch"]), float(epoch[metric])) for epoch in epochs
-                  if epoch.get("epoch") is not None and isinstance(epoch.get(metric), (int, float))]
-            for key, epochs in histories.items()}
+def stored_epochs(histories: dict[str, list[dict]], metric: str) -> list[tuple[str, int, float]]:
+    """Every stored epoch as (trial key, epoch, metric), in the order the trials reported them (by the time kept
+    in each epoch's record; records from before it was kept come first, by key and epoch): what
+    ``ResumableASHA`` replays."""
+    found = [(reported_at(epoch) or 0.0, key, int(epoch["epoch"]), float(epoch[metric]))
+             for key, epochs in histories.items() for epoch in epochs
+             if epoch.get("epoch") is not None and isinstance(epoch.get(metric), (int, float))]
+    return [(key, epoch, value) for _, key, epoch, value in sorted(found)]

@@ -108,6 +108,10 @@ def train_trial(config: dict) -> None:
             resume_from = store.local.resume_point(key)
             if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
                 store.forget_progress(key)
+            else:  # where it stands, before another epoch: a scheduler decides on it as the first run did (asha)
+                last = store.local.last_progress(key)
+                if last.get("epoch") is not None:
+                    tune.report(finite_metrics({**last, **identity, "final": 0}))
             metrics = run(cfg, store.local.run_dir(key), report=report, resume_from=resume_from,
                           log=lambda line: print(line, flush=True))
             store.finish(key, {**metrics, **machine}, [finite_metrics({**epoch, **identity, "final": 0})

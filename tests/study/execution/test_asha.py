@@ -1,6 +1,8 @@
 """ASHA across a resume: a study stopped mid-way and resumed makes the stop decisions of one run
 straight through (study.execution.asha): the rungs count the trial's own epochs, know a trial by its
-study key, and are refilled from the stored epochs."""
+study key, and are refilled from the stored epochs in the order they were reported, deciding again (a
+stop the driver never delivered is made at the trial's first report). End to end, with real trials:
+tests/e2e/test_asha_resume.py."""
 
 from __future__ import annotations
 
@@ -53,3 +55,25 @@ def test_a_resumed_study_stops_the_trials_that_one_run_straight_through_stops():
     # without the stored epochs the resumed run decides otherwise: the replay is what makes them equal
     forgetful = asha()
     assert [run(forgetful, "b", range(4, 9), 2), run(forgetful, "c", range(1, 9), 2)] != [after["b"], after["c"]]
+
+
+def test_a_stop_the_driver_never_delivered_is_made_when_the_trial_resumes():
+    straight = asha()
+    whole = {key: run(straight, key, range(1, 9)) for key in CURVES}
+    stopped, decisions = next((key, d) for key, d in whole.items() if d[-1][1] == "STOP")
+    last = decisions[-1][0]
+    # the first run stored every epoch up to the stopped trial's last, and its driver went away before ASHA's
+    # STOP reached the trial; each epoch's record keeps when it was reported, which orders the replay
+    order = list(CURVES)[:list(CURVES).index(stopped) + 1]
+    clock = iter(range(1, 1000))
+    history = {key: [{"epoch": epoch, "valid_bleu": CURVES[key][epoch - 1], "reported_at": float(next(clock))}
+                     for epoch, _ in whole[key]] for key in order}
+    replayed = stored_epochs(dict(reversed(history.items())), "valid_bleu")  # the store lists keys in its own order
+    assert [key for key, _, _ in replayed] == [key for key in order for _ in whole[key]]
+    resumed = asha(replayed)
+    # the resumed trial first reports the epoch it continues from: stopped there, as straight through
+    first_report = {"epoch": last, "valid_bleu": CURVES[stopped][last - 1]}
+    assert resumed.on_trial_result(None, trial(stopped, 2), first_report) == "STOP"
+    # a trial the first run let continue is not stopped by its first report
+    going_on = next(key for key in order if whole[key][-1][1] != "STOP")
+    assert asha(replayed).on_trial_result(None, trial(going_on, 2), {"epoch": 8, "valid_bleu": 99.0}) != "STOP"
