@@ -46,11 +46,11 @@ def straight_through(histories: list[list[dict]]) -> list[int]:
     return stops
 
 
-def test_an_asha_study_stopped_and_resumed_stops_the_trials_a_run_straight_through_stops(tmp_path, ray_env):
+def test_an_asha_study_stopped_and_resumed_stops_the_trials_a_run_straight_through_stops(tmp_path, cluster_env):
     path, results = tmp_path / "asha.yaml", tmp_path / "results"
     path.write_text(grid_study("asha", VARIANTS, epochs=EPOCHS) + ASHA)
-    args = [str(path), "--cpus", "1", "--max-concurrent", "1", "--results", str(results)]
-    driver = start_study(*args, env=ray_env)
+    args = [str(path), "--max-concurrent", "1", "--results", str(results)]
+    driver = start_study(*args, env=cluster_env)  # stopped cleanly (Ctrl-C): the shared cluster may serve it
     store = TrialStore(experiment_dir(results, "asha"))
     deadline = time.time() + 300
     while not [key for key in store.keys() if (store.identity(key) or {}).get("row") == 1 and store.history(key)]:
@@ -61,7 +61,7 @@ def test_an_asha_study_stopped_and_resumed_stops_the_trials_a_run_straight_throu
     skip_if_ray_node_lost(driver.returncode, rest)
     assert driver.returncode == 130, rest[-3000:]
 
-    resumed = study(*args, "--resume", env=ray_env)
+    resumed = study(*args, "--resume", env=cluster_env)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     by_row = {store.identity(key)["row"]: store.history(key) for key in store.keys()}
     histories = [by_row[row] for row in range(len(ROWS))]

@@ -8,7 +8,7 @@ import json
 import pytest
 from study_helpers import in_process, grid_study, study, table_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 ONE_ROW = "  - {label: gru, set: {}}"
 TWO_ROWS = ONE_ROW + "\n  - {label: atr, set: {model.cell: atr}}"

@@ -116,7 +116,6 @@ def git_kept_files(repo: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_committed_half_finished_study_continues_in_a_clone_on_another_machine(tmp_path, ray_env):
     machine_a, machine_b = tmp_path / "machine-a", tmp_path / "machine-b"
     corpus_a = write_corpus(machine_a / "corpus")

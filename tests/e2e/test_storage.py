@@ -152,14 +152,14 @@ def test_a_store_that_ignores_conditional_writes_is_refused_before_anything_is_w
     assert not results.exists() and open_store(uri).keys() == []  # no lease, no record, no probe left behind
 
 
-def test_a_driver_that_lost_its_lease_stops_its_trials_and_puts_nothing_up(tmp_path, ray_env, s3_env, bucket):
+def test_a_driver_that_lost_its_lease_stops_its_trials_and_puts_nothing_up(tmp_path, cluster_env, s3_env, bucket):
     """Another driver takes the study over (the lease object replaced, as a driver does once the lease expired):
     the first one starts no further trial, uploads no exports, and says how to resume, within a renewal."""
     study_file = tmp_path / "lease_s3.yaml"
     study_file.write_text(grid_study("lease_s3", VARIANTS, epochs=40))
     uri, results = f"s3://{bucket}/lab", tmp_path / "results"
-    args = [str(study_file), "--cpus", "1", "--results", str(results), "--storage", uri, "--lease-seconds", "3"]
-    driver = start_study(*args, env={**ray_env, **s3_env})
+    args = [str(study_file), "--max-concurrent", "1", "--results", str(results), "--storage", uri, "--lease-seconds", "3"]
+    driver = start_study(*args, env={**cluster_env, **s3_env})  # it stops its trials itself: the shared cluster serves
     store = open_store(uri)
     deadline = time.time() + 240
     while not any(key.endswith("/progress.json") for key in store.keys("ray/lease_s3/trials")):
@@ -218,8 +218,8 @@ QUALITY = ("label", "bleu_mean", "bleu_std", "n", "epochs", "best_epoch", "valid
 
 
 def test_a_driver_killed_mid_study_is_resumed_from_an_empty_directory_to_the_same_numbers(tmp_path, ray_env, s3_env,
-                                                                                          bucket):
-    env = {**ray_env, **s3_env}
+                                                                                          bucket, cluster_env):
+    env, joined = {**ray_env, **s3_env}, {**cluster_env, **s3_env}  # the driver killed outright has a Ray of its own
     study_file = tmp_path / "tiny_kill.yaml"
     study_file.write_text(grid_study("tiny_kill", VARIANTS, seeds=1, epochs=6))
     killed_uri, whole_uri = f"s3://{bucket}/killed", f"s3://{bucket}/whole"
@@ -235,12 +235,11 @@ def test_a_driver_killed_mid_study_is_resumed_from_an_empty_directory_to_the_sam
     assert store.read("ray/tiny_kill/driver.lease") is not None  # the dead driver could not let go
 
     # a new machine, an empty directory, the same URI: the study finishes from the uploaded epochs
-    resumed = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "b"), "--storage", killed_uri,
-                    "--resume", env=env)
+    resumed = study(str(study_file), "--results", str(tmp_path / "b"), "--storage", killed_uri, "--resume", env=joined)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     finished = [json.loads(path.read_text()) for path in (tmp_path / "b" / "ray" / "tiny_kill" / "finished").glob("*/metrics.json")]
     assert len(finished) == 2 and any(m.get("resumes", 0) >= 1 for m in finished)  # continued, not trained again
-    whole = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "c"), "--storage", whole_uri, env=env)
+    whole = study(str(study_file), "--results", str(tmp_path / "c"), "--storage", whole_uri, env=joined)
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert ([{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "b", "tiny_kill")]
             == [{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "c", "tiny_kill")])

@@ -24,7 +24,6 @@ def _metrics(results, name):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_raised_epoch_budget_continues_capped_trials_to_the_result_of_a_longer_run(tmp_path, cluster_env):
     path = tmp_path / "grow.yaml"
     path.write_text(grid_study("grow", TWO_UNITS, epochs=1))

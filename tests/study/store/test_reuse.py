@@ -23,7 +23,6 @@ def _finished(results, name):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_shared_trial_is_copied_not_trained_and_tabled_like_its_own(tmp_path, cluster_env):
     results = tmp_path / "results"
     (tmp_path / "units_a.yaml").write_text(FIRST)
