@@ -297,9 +297,9 @@ def read_only(path: Path, patience: float = 20.0):
             remount = subprocess.run(["mount", "-o", "remount,bind,ro", str(path)], capture_output=True, text=True)
             if remount.returncode == 0:
                 break
-            if time.monotonic() > deadline:
+            if "busy" not in remount.stderr or time.monotonic() > deadline:
                 raise RuntimeError(f"cannot make {path} read-only: {remount.stderr.strip()}")
-            time.sleep(0.01)
+            time.sleep(0.05)
         yield path
     finally:
         subprocess.run(["umount", "--lazy", str(path)], check=True, capture_output=True)

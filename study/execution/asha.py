@@ -9,8 +9,9 @@ the trial continues from its last epoch, and the rungs are empty. Here the time 
 with a new id); and before any trial runs, every epoch the trial store holds is shown to the rungs
 again, in the order the trials first reported them (``replay``), deciding as the first run did. A
 trial the replay stops - the first run stopped it there, or its driver went away between the
-epoch and the decision - is stopped at its first report when it resumes (a resumed trial first
-reports the epoch it continues from, before it trains another: study.execution.trainable). A trial
+epoch and the decision - is stopped when it reports that epoch again on resuming (a resumed trial
+first reports the epoch it continues from, before it trains another: study.execution.trainable; one
+without a checkpoint trains again from the start and stops there). A trial
 that continues meets the rungs it would have met, and skips those it passed. With one trial at a
 time this is the same sequence of decisions as the uninterrupted run (with several, the order in
 which trials reach a rung depends on their speed, in either run).
@@ -42,7 +43,7 @@ class ResumableASHA(ASHAScheduler):
                  stored: list[tuple[str, int, float]] | None = None):
         super().__init__(time_attr=TIME_ATTR, metric=metric, mode=mode, max_t=max_t, grace_period=grace_period,
                          reduction_factor=reduction_factor)
-        self._stopped_before: set[str] = set()  # keys the replay stopped: they stop at their first report
+        self._stopped_before: dict[str, int] = {}  # key -> the epoch the replay stopped it at
         for key, epoch, value in stored or []:
             self.replay(key, epoch, value)
 
@@ -55,7 +56,7 @@ class ResumableASHA(ASHAScheduler):
         if key in self._stopped_before:
             return  # the first run stopped it before this epoch: only a driver gone before the stop came saw it
         if super().on_trial_result(None, trial, {TIME_ATTR: epoch, self._metric: value}) == TrialScheduler.STOP:
-            self._stopped_before.add(key)
+            self._stopped_before[key] = epoch
 
     def on_trial_add(self, tune_controller, trial):
         key = trial_key(trial.config)
@@ -64,8 +65,10 @@ class ResumableASHA(ASHAScheduler):
 
     def on_trial_result(self, tune_controller, trial, result):
         key = trial_key(trial.config)
-        if key in self._stopped_before:
-            self._stopped_before.discard(key)
+        # stopped where the replay stopped it (its first report, or, a trial trained again from the start, when
+        # it reaches that epoch again)
+        if key in self._stopped_before and result.get(TIME_ATTR, 0) >= self._stopped_before[key]:
+            del self._stopped_before[key]
             return TrialScheduler.STOP
         return super().on_trial_result(tune_controller, _Keyed(key), result)
 

@@ -85,7 +85,7 @@ def run_study(spec: StudySpec, options: RunOptions) -> int:
             check_real_tree(run.exp_dir, "trial store")
             search_db = optuna_database(results_root) if spec.fields.search is not None else None
             with mirrored_study(options.where.storage, spec.name, run.study_dir, run.exp_dir, run.say, search_db,
-                                options.where.lease_seconds) as run.lease:
+                                options.where.lease_seconds, continue_command(spec, options)) as run.lease:
                 if options.continues:  # what the run acts on is checked as input first (--fresh replaces the store)
                     run.store.check_records()
                 say_followed_link(results_root, experiment_dir(results_root, spec.name), run.say)

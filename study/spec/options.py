@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import shlex
 from collections.abc import Callable
@@ -149,6 +150,8 @@ class RunOptions:
         form is the store's to check: ``study.store.object_store.checked_uri``, called first by ``study.api``)."""
         for group, name, meta in declared():
             value = getattr(getattr(self, group), name)
+            if meta["kind"] is float and value is not None and not math.isfinite(value):
+                raise UserError(f"{flag_of(name, meta)} {value}: must be a finite number")
             if meta["minimum"] is not None and value is not None and value < meta["minimum"]:
                 raise UserError(f"{flag_of(name, meta)} {value:g}: must be >= {meta['minimum']:g}")
         if self.how.fresh and self.continues:
@@ -159,6 +162,8 @@ class RunOptions:
                             "store; remove the study's objects there yourself, or choose another prefix")
         if self.what.langs and not self.what.data_dir:
             raise UserError("--langs needs --data-dir (the directory of the corpus)")
+        if self.where.lease_seconds is not None and not self.where.storage:
+            raise UserError("--lease-seconds needs --storage (the lease lives in the object store)")
 
     def command_line(self) -> str:
         """The ``python -m study.run`` command that asks for this run, as command.txt records it (provenance

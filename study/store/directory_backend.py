@@ -60,7 +60,8 @@ class DirectoryStore(ObjectStore):
     def stamp(self, key):
         path = self._path(key)
         try:
-            stat = path.stat()
+            with open(path, "rb") as handle:  # opened, not only stat'ed: an NFS client then asks the server afresh
+                stat = os.fstat(handle.fileno())
         except FileNotFoundError:
             return None
         # "now" by the file system's clock, as its write time of a scratch file beside the object: on a shared
@@ -113,7 +114,9 @@ class DirectoryStore(ObjectStore):
         return sorted(found)
 
     def delete(self, key):
-        self._path(key).unlink(missing_ok=True)
+        path = self._path(key)
+        path.unlink(missing_ok=True)
+        path.with_name(f".{path.name}.lock").unlink(missing_ok=True)  # replace_if's, if it ever ran on the object
 
     def check(self):
         try:

@@ -15,6 +15,7 @@ by the store's clock.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -63,39 +64,53 @@ def worker_env(uri: str | None) -> dict[str, str]:
 # ---------------------------------------------------------------------------
 # conditional writes, probed before a driver trusts them
 
-PROBE_FOLDER = ".rnmt-probe"  # scratch keys of the probe, each deleted when it ends
+PROBE_PREFIX = ".rnmt-probe-"  # the probe's scratch key, one per probe, deleted when it ends
 STALE_VERSION = '"00000000000000000000000000000000"'  # no object's version: a write conditional on it must fail
+NEEDS = ("the study's lease and its finished-trial markers need conditional writes: use a store that honours them, "
+         "or run without --storage on a shared file system")
 
 
 def check_conditional_writes(store: ObjectStore) -> None:
     """One StorageError line unless ``store`` honours both conditions on a scratch key of its own: a second
     write-once ``create`` is refused (``If-None-Match: *``), a ``replace_if`` at a version the object does not
-    have is refused and one at its current version succeeds (``If-Match``). The study's lease and the finished
-    trials' markers rest on them; a store that ignores them would let two drivers run one study, or a retried
-    trial overwrite a finished one, without a word."""
-    key = f"{PROBE_FOLDER}/{secrets.token_hex(8)}"
-    where = store.where(key)
-    fix = ("the study's lease and its finished-trial markers need conditional writes: use a store that honours "
-           "them, or run without --storage on a shared file system")
+    have is refused and one at its current version succeeds (``If-Match``); and its answers carry its clock
+    (``stamp``), which the lease's expiry reads. The study's lease and the finished trials' markers rest on
+    these; a store that ignores them would let two drivers run one study, or a retried trial overwrite a
+    finished one, without a word."""
+    key = f"{PROBE_PREFIX}{secrets.token_hex(8)}"
     try:
-        if not store.create(key, b"first"):
-            raise StorageError(f"{where}: a write-once create of a new scratch key was refused; {fix}")
-        if store.create(key, b"second") or store.read(key) != b"first":
-            raise StorageError(f"--storage {store.uri}: the store ignores If-None-Match (a second write-once create "
-                               f"of {where} replaced it); {fix}")
-        version = store.version(key)
-        if store.replace_if(key, b"stale", STALE_VERSION) or store.read(key) != b"first":
-            raise StorageError(f"--storage {store.uri}: the store ignores If-Match (a write conditional on a version "
-                               f"{where} does not have replaced it); {fix}")
-        if version is None or not store.replace_if(key, b"current", version):
-            raise StorageError(f"--storage {store.uri}: the store refused a write conditional on the current version "
-                               f"of {where} (If-Match); {fix}")
+        _probe(store, key, store.where(key))
     finally:
-        store.delete(key)
+        with contextlib.suppress(StorageError, OSError):  # a scratch key left behind must not hide the verdict
+            store.delete(key)
+
+
+def _probe(store: ObjectStore, key: str, where: str) -> None:
+    steps = (("If-None-Match", lambda: store.create(key, b"first"), True,
+              "mishandles If-None-Match (a write-once create of a new key was refused)"),
+             ("If-None-Match", lambda: store.create(key, b"second"), False,
+              f"ignores If-None-Match (a second write-once create of {where} replaced it)"),
+             ("If-Match", lambda: store.replace_if(key, b"stale", STALE_VERSION), False,
+              f"ignores If-Match (a write conditional on a version {where} does not have replaced it)"))
+    for header, step, expected, wrong in steps:
+        try:
+            done = step()
+        except StorageError as err:
+            raise StorageError(f"--storage {store.uri}: the store failed a conditional write ({header}) of a scratch "
+                               f"key: {err}; {NEEDS}") from None
+        if done != expected or (not expected and store.read(key) != b"first"):
+            raise StorageError(f"--storage {store.uri}: the store {wrong}; {NEEDS}")
+    stamp = store.stamp(key)  # its clock, read as the lease reads it
+    if stamp is None or not store.replace_if(key, b"current", stamp.version):
+        raise StorageError(f"--storage {store.uri}: the store refused a write conditional on the current version of "
+                           f"{where} (If-Match); {NEEDS}")
 
 
 # ---------------------------------------------------------------------------
 # a lease: one holder at a time
+
+
+DEFAULT_LEASE_SECONDS = 120.0  # how long a study's lease holds unrenewed unless --lease-seconds says otherwise
 
 
 @dataclass
@@ -123,8 +138,13 @@ class Lease:
             return False
         self.renewals += 1
         if not self.store.replace_if(self.key, self.record(), self.version):
-            self.version = None
-            return False
+            # an earlier renewal may have landed though its answer, or the version read after it, was lost: the
+            # lease is still this holder's while its object names this holder
+            version = self.store.version(self.key)
+            if version is None or _holder(self.store.read(self.key))[0] != self.owner or \
+                    not self.store.replace_if(self.key, self.record(), version):
+                self.version = None
+                return False
         self.version = self.store.version(self.key)
         return True
 
@@ -154,15 +174,17 @@ def _dead_here(holder: str) -> bool:
 
 
 def _holder(held: bytes | None) -> tuple[str, float]:
-    """(holder, seconds it holds unrenewed) of a lease object; a damaged one holds nothing."""
+    """(holder, seconds it holds unrenewed) of a lease object; a damaged one holds nothing. A lease written
+    before the store's clock was used (its own "expires") holds for the default length."""
     try:
         record = json.loads(held or b"{}")
-        return str(record["owner"]), float(record["seconds"])
+        seconds = record["seconds"] if "seconds" in record or "expires" not in record else DEFAULT_LEASE_SECONDS
+        return str(record["owner"]), float(seconds)
     except (ValueError, KeyError, TypeError):
         return "?", 0.0
 
 
-def take_lease(store: ObjectStore, key: str, seconds: float = 120.0, owner: str | None = None) -> Lease:
+def take_lease(store: ObjectStore, key: str, seconds: float = DEFAULT_LEASE_SECONDS, owner: str | None = None) -> Lease:
     """The lease at ``key``, or ``StorageError`` naming its holder while another one holds it."""
     lease = Lease(store, key, owner or holder_name(), seconds)
     if store.create(key, lease.record()):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from study.store.object_backend import StorageError
-from study.store.object_store import Lease, check_conditional_writes, open_store, take_lease
+from study.store.object_store import DEFAULT_LEASE_SECONDS, Lease, check_conditional_writes, open_store, take_lease
 from study.store.ownership import check_real_tree
 from study.store.records import experiment_dir
 from study.store.store_mirror import StoreMirror
@@ -39,25 +39,25 @@ from study.store.study_transfer import (
     trial_store_prefix,
 )
 
-LEASE_SECONDS = 120.0  # how long the study's lease holds unrenewed unless --lease-seconds says otherwise
-
-
 @contextlib.contextmanager
 def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, say, search_db: Path | None = None,
-                   lease_seconds: float | None = None):
-    """Hold the study's lease in ``uri`` (``lease_seconds`` unrenewed, default ``LEASE_SECONDS``, renewed every
-    third of it) and keep
-    ``study_dir`` and ``exp_dir`` (and a search's Optuna study in ``search_db``) mirrored there for the run
-    inside, which gets the ``LeaseKeeper`` (None without a URI: then nothing at all happens). A pull refused (a
-    damaged object), or a lease lost, puts nothing up; a lease lost while nothing else went wrong is a
-    StorageError line when the run ends."""
+                   lease_seconds: float | None = None, again: str = ""):
+    """Hold the study's lease in ``uri`` (``lease_seconds`` unrenewed, default ``DEFAULT_LEASE_SECONDS``, renewed
+    every third of it from the moment it is taken) and keep ``study_dir`` and ``exp_dir`` (and a search's Optuna
+    study in ``search_db``) mirrored there for the run inside, which gets the ``LeaseKeeper`` (None without a URI:
+    then nothing at all happens). A pull refused (a damaged object), or a lease lost, puts nothing up; a lease
+    lost while nothing else went wrong is a StorageError line when the run ends, with ``again``, the command
+    that resumes the study."""
     if not uri:
         yield None
         return
     store = open_store(uri)
     store.check()
     check_conditional_writes(store)
-    lease = take_lease(store, f"{trial_store_prefix(study)}/driver.lease", lease_seconds or LEASE_SECONDS)
+    asked = time.monotonic()  # before the lease's write: the store's stamp of it is no earlier
+    keeper = LeaseKeeper(take_lease(store, f"{trial_store_prefix(study)}/driver.lease",
+                                    lease_seconds or DEFAULT_LEASE_SECONDS), say, asked)
+    keeper.start()  # renewed while the records come down and go up, which can take longer than the lease
     try:
         finished = pull_trials(store, study, exp_dir)  # checked whole before any of it is written
         if search_db is not None:
@@ -68,10 +68,10 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
         if moved:
             say(f"storage: {uri}: put up {moved} trial(s) of {study} that finished here before")
     except BaseException:
-        lease.release()
+        keeper.stop()
+        if not keeper.lost:
+            keeper.lease.release()
         raise
-    keeper = LeaseKeeper(lease, say)
-    keeper.start()
     try:
         yield keeper
     except BaseException:
@@ -79,7 +79,9 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
         raise
     _end(keeper, store, study, study_dir, exp_dir, search_db)
     if keeper.lost:
-        raise StorageError(keeper.lost)
+        resume = f", then resume with: {again}" if again else ""
+        raise StorageError(f"{keeper.lost}; the exports were not put up: make sure no other driver runs the study"
+                           f"{resume}")
 
 
 def _end(keeper: LeaseKeeper, store, study: str, study_dir: Path, exp_dir: Path, search_db: Path | None) -> None:
@@ -156,12 +158,15 @@ def pull_trial_results(uri: str | None, study: str, exp_dir: Path, key: str) -> 
 class LeaseKeeper:
     """Renews the lease every third of its time in a background thread. ``lost`` (None while the lease is
     held) is the line that says why it is not: another driver took it over (after this one stalled past
-    it), or the store could not be reached to renew it for as long as the lease lasts (by then another
-    driver may take it). A failed renewal is said once and tried again every few seconds until then."""
+    it), or it was not renewed for as long as it lasts (the store unreachable, or a request hanging: by
+    then another driver may take it). A failed renewal is said once and tried again every few seconds."""
 
-    def __init__(self, lease: Lease, say):
+    def __init__(self, lease: Lease, say, renewed: float | None = None):
         self.lease, self.say = lease, say
-        self.lost: str | None = None
+        self._renewed = time.monotonic() if renewed is None else renewed  # sent no earlier than this, by this clock
+        self._ended: float | None = None  # when the keeper stopped: the lease is not this driver's concern after
+        self._lost: str | None = None
+        self._failing: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="storage-lease", daemon=True)
 
@@ -170,36 +175,41 @@ class LeaseKeeper:
         # the copies: the thread and the store's client stay with this driver, a copy keeps only what it said
         return _Copy, (self.lost,)
 
+    @property
+    def lost(self) -> str | None:
+        now = self._ended if self._ended is not None else time.monotonic()
+        if self._lost is None and now - self._renewed >= self.lease.seconds:
+            cause = f" ({self._failing})" if self._failing else " (a renewal still unanswered)"
+            self._lost = (f"{self.lease.store.where(self.lease.key)}: the lease was not renewed for "
+                          f"{self.lease.seconds:g} s{cause}, so another driver may have taken the study over")
+        return self._lost
+
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
+        self._ended = time.monotonic()
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join()
+            self._thread.join(timeout=self.lease.seconds / 3)  # a request hanging past that is left to its daemon thread
 
     def _run(self) -> None:
-        where = self.lease.store.where(self.lease.key)
-        renewed = time.monotonic()  # before the request: the store's stamp of the renewal is later than this
-        wait, failing = self.lease.seconds / 3, None
-        while not self._stop.wait(wait):
+        wait = self.lease.seconds / 3
+        while not self._stop.wait(wait) and self.lost is None:
             attempt = time.monotonic()
             try:
                 held = self.lease.renew()
-            except StorageError as err:
-                if failing is None:
+            except Exception as err:  # noqa: BLE001 - whatever the store raised, the renewal failed; tried again
+                if self._failing is None:
                     self.say(f"warning: {err} (renewing the study's lease; tried again until it expires)")
-                failing = err
-                if time.monotonic() - renewed >= self.lease.seconds:
-                    self.lost = (f"{where}: the lease could not be renewed for {self.lease.seconds:g} s ({failing}), "
-                                 "so another driver may have taken the study over")
-                    return
+                self._failing = str(err)
                 wait = min(self.lease.seconds / 3, 5.0)
                 continue
             if not held:
-                self.lost = f"{where}: the lease was taken over by another driver, which runs the study now"
+                self._lost = (f"{self.lease.store.where(self.lease.key)}: the lease was taken over by another "
+                              "driver, which runs the study now")
                 return
-            renewed, wait, failing = attempt, self.lease.seconds / 3, None
+            self._renewed, wait, self._failing = attempt, self.lease.seconds / 3, None
 
 
 @dataclass(frozen=True)

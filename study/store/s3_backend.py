@@ -8,11 +8,13 @@ refusals are named by their code only.
 
 from __future__ import annotations
 
+import time
 from email.utils import parsedate_to_datetime
 
 from study.store.object_backend import ObjectStore, Stamp, StorageError
 
 SCHEME = "s3://"
+CONFLICT_RETRIES = 3  # a conditional PUT answered 409 is sent again this many times
 
 
 class S3Store(ObjectStore):
@@ -94,30 +96,37 @@ class S3Store(ObjectStore):
         # both times are the store's, in whole seconds: the true age may be up to a second more than their
         # difference, or up to a second less; the lower bound is what an expiry may trust
         answered = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
-        if not answered:
-            raise StorageError(f"{self.where(key)}: the store's answer carries no Date header, so its clock cannot "
-                               "be read; the lease needs it")
-        age = (parsedate_to_datetime(answered) - head["LastModified"]).total_seconds() - 1
+        try:
+            age = (parsedate_to_datetime(answered) - head["LastModified"]).total_seconds() - 1
+        except (TypeError, ValueError):  # none, or not an HTTP date
+            raise StorageError(f"--storage {self.uri}: the store's answers carry no readable Date header, so its "
+                               "clock cannot be read, which the study's lease needs; use a store that sends one") from None
         return Stamp(head["ETag"], max(age, 0.0))
 
     def write(self, key, data):
         self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))
 
     def create(self, key, data):
-        try:
-            self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                                                   IfNoneMatch="*"))
-        except _Conflict:
-            return False
-        return True
+        return self._put_if(key, data, IfNoneMatch="*")
 
     def replace_if(self, key, data, version):
-        try:
-            self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
-                                                                   IfMatch=version))
-        except (_Conflict, _Missing):
-            return False
-        return True
+        return self._put_if(key, data, IfMatch=version)
+
+    def _put_if(self, key, data, **condition) -> bool:
+        """A conditional PUT: False when its condition did not hold. S3 answers 409 when another conditional
+        write of the key was under way at that moment, and asks for the request again."""
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key),
+                                                                       Body=data, **condition))
+                return True
+            except (_Conflict, _Missing):
+                return False
+            except _Busy:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+        return False
 
     def keys(self, prefix=""):
         # a folder, as in a directory: "ray/a" must not list "ray/ab/..."
@@ -148,6 +157,10 @@ class _Conflict(StorageError):
     """A conditional write whose condition did not hold."""
 
 
+class _Busy(StorageError):
+    """A conditional write refused while another one of the same key was under way (to be sent again)."""
+
+
 def _code(err) -> str:
     return str(err.response.get("Error", {}).get("Code", ""))
 
@@ -155,8 +168,10 @@ def _code(err) -> str:
 def _client_error(store: S3Store, what: str, key: str, err) -> StorageError:
     code = _code(err)
     where = store.where(key) if key else store.uri
-    if code in ("PreconditionFailed", "ConditionalRequestConflict", "412", "409"):
+    if code in ("PreconditionFailed", "412"):
         return _Conflict(f"{where}: changed by another writer")
+    if code in ("ConditionalRequestConflict", "409"):
+        return _Busy(f"{where}: another conditional write of it was under way ({code}); run again")
     if code in ("NoSuchKey", "404", "NotFound") and code != "NoSuchBucket" and key:
         return _Missing(f"{where}: no such object")
     if code in ("NoSuchBucket", "404", "NotFound"):

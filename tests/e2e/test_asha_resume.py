@@ -39,10 +39,14 @@ def straight_through(histories: list[list[dict]]) -> list[int]:
     for number, history in enumerate(histories):
         trial = SimpleNamespace(trial_id=str(number))
         asha.on_trial_add(None, trial)
+        decision = None
         for epoch in history:
-            if asha.on_trial_result(None, trial, {"epoch": epoch["epoch"], "valid_ppl": epoch["valid_ppl"]}) == "STOP":
+            decision = asha.on_trial_result(None, trial, {"epoch": epoch["epoch"], "valid_ppl": epoch["valid_ppl"]})
+            if decision == "STOP":
                 break
-        stops.append(int(epoch["epoch"]))
+        # a trial that ended short of its budget without ASHA's word was stopped too early: it matches nothing
+        ended = int(epoch["epoch"])
+        stops.append(ended if decision == "STOP" or ended == EPOCHS else -ended)
     return stops
 
 

@@ -148,7 +148,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused_before_anything_is_w
         refused = in_process(str(study_file), "--cpus", "1", "--results", str(results), "--storage", uri)
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     one_line(refused, f"error: --storage {uri}: the store ignores If-None-Match (a second write-once create of {uri}/"
-                      ".rnmt-probe/", "need conditional writes")
+                      ".rnmt-probe-", "need conditional writes")
     assert not results.exists() and open_store(uri).keys() == []  # no lease, no record, no probe left behind
 
 

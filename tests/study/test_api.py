@@ -48,13 +48,12 @@ def test_keyword_arguments_become_the_command_line_options(tmp_path, recorded_ru
     table = run_study("cells", smoke=True, seeds=2, overrides={"model.hidden": 32, "train.lr": 1e-3, "model.cell": "gru",
                                                                 "model.layer_norm": True}, results=tmp_path / "out",
                       cpus=2, max_concurrent=1, gpus_per_trial=0.5, address="auto", tracking_uri="sqlite:///x.db",
-                      lease_seconds=45.5, data_dir=Path("corpus"), langs="en-de", max_trials=10, fresh=True, verbose=True)
+                      data_dir=Path("corpus"), langs="en-de", max_trials=10, fresh=True, verbose=True)
     # in the order of their declaration (study.spec.options): what to run, where, how, reporting
     assert recorded_runs == [["cells", "--smoke", "--set", "model.hidden=32", "--set", "train.lr=0.001",
                               "--set", "model.cell=gru", "--set", "model.layer_norm=true", "--seeds", "2",
                               "--data-dir", "corpus", "--langs", "en-de", "--max-trials", "10",
-                              "--results", str(tmp_path / "out"), "--lease-seconds", "45.5", "--tracking-uri",
-                              "sqlite:///x.db", "--fresh",
+                              "--results", str(tmp_path / "out"), "--tracking-uri", "sqlite:///x.db", "--fresh",
                               "--cpus", "2", "--max-concurrent", "1", "--gpus-per-trial", "0.5", "--address", "auto",
                               "--verbose"]]
     pd.testing.assert_frame_equal(table, pd.read_csv(tmp_path / "out" / "cells" / "table.csv"))
@@ -97,7 +96,10 @@ def test_a_stopped_run_raises_keyboard_interrupt(tmp_path, monkeypatch):
     ({"name_or_path": "cells", "seeds": 2.5}, "seeds=2.5: expected a whole number"),
     ({"name_or_path": "cells", "cpus": True}, "cpus=True: expected a whole number"),
     ({"name_or_path": "cells", "cpus": 0}, "--cpus 0: must be >= 1"),
-    ({"name_or_path": "cells", "lease_seconds": 1}, "--lease-seconds 1: must be >= 3"),
+    ({"name_or_path": "cells", "lease_seconds": 1, "storage": "s3://b/x"}, "--lease-seconds 1: must be >= 3"),
+    ({"name_or_path": "cells", "lease_seconds": float("nan"), "storage": "s3://b/x"},
+     "--lease-seconds nan: must be a finite number"),
+    ({"name_or_path": "cells", "lease_seconds": 30}, "--lease-seconds needs --storage"),
     ({"name_or_path": "cells", "langs": ""}, "langs='': expected a non-empty string"),
     ({"name_or_path": "cells", "resume": True, "fresh": True}, "--resume and --fresh exclude each other"),
     ({"name_or_path": "cells", "overrides": [("model.hidden", 3)]}, "expected a 'KEY=VALUE' string"),

@@ -77,3 +77,18 @@ def test_a_stop_the_driver_never_delivered_is_made_when_the_trial_resumes():
     # a trial the first run let continue is not stopped by its first report
     going_on = next(key for key in order if whole[key][-1][1] != "STOP")
     assert asha(replayed).on_trial_result(None, trial(going_on, 2), {"epoch": 8, "valid_bleu": 99.0}) != "STOP"
+
+
+def test_a_replayed_stop_waits_for_its_epoch_in_a_trial_trained_again_from_the_start():
+    straight = asha()
+    whole = {key: run(straight, key, range(1, 9)) for key in CURVES}
+    stopped, decisions = next((key, d) for key, d in whole.items() if d[-1][1] == "STOP")
+    last = decisions[-1][0]
+    assert last > 1  # the scenario stops a trial after its first rung
+    order = list(CURVES)[:list(CURVES).index(stopped) + 1]
+    history = {key: [{"epoch": epoch, "valid_bleu": CURVES[key][epoch - 1]} for epoch, _ in whole[key]] for key in order}
+    resumed = asha(stored_epochs(history, "valid_bleu"))
+    # its checkpoint gone (a clone of committed records), it trains from epoch 1 and stops where it stopped before
+    again = [resumed.on_trial_result(None, trial(stopped, 2), {"epoch": epoch, "valid_bleu": CURVES[stopped][epoch - 1]})
+             for epoch in range(1, last + 1)]
+    assert again == ["CONTINUE"] * (last - 1) + ["STOP"]

@@ -2,7 +2,8 @@
 and against a local directory: whole-object writes, write-once markers, conditional replacement, the
 probe of those conditions (and a store that ignores them, a header-dropping proxy in front of the S3
 server: tests/s3_proxy.py), a lease that refuses a second holder and expires by the store's clock, and
-one line for every way the storage can be wrong.
+one line for every way the storage can be wrong; the driver's ``LeaseKeeper``, which says when the lease
+is lost.
 
 Modules covered here: ``study.store.directory_backend``, ``study.store.object_backend`` and
 ``study.store.s3_backend``."""
@@ -20,6 +21,7 @@ from s3_proxy import proxied_store
 from study.store.directory_backend import DirectoryStore
 from study.store.object_backend import ObjectStore, StorageError
 from study.store.object_store import BACKENDS, check_conditional_writes, checked_uri, open_store, take_lease, worker_env
+from study.store.remote_study import LeaseKeeper
 from study.store.s3_backend import S3Store
 
 
@@ -118,6 +120,46 @@ def test_a_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(store):
 def test_a_store_that_honours_conditional_writes_passes_the_probe_and_keeps_nothing_of_it(store):
     check_conditional_writes(store)
     assert store.keys() == []
+    if isinstance(store, DirectoryStore):  # nor a lock file or a staged copy
+        assert list(store.root.iterdir()) == []
+
+
+def test_a_renewal_whose_answer_was_lost_keeps_the_lease_and_a_taken_one_is_lost(store):
+    lease = take_lease(store, "ray/s/driver.lease", seconds=60, owner="node-a:1")
+    lease.version = "an answer that never came"  # the last renewal landed, but its new version was never read
+    assert lease.renew() is True and json.loads(store.read("ray/s/driver.lease"))["owner"] == "node-a:1"
+    store.write("ray/s/driver.lease", json.dumps({"owner": "node-b:2", "seconds": 60}).encode())
+    assert lease.renew() is False and lease.version is None
+
+
+def test_a_lease_written_before_the_store_s_clock_was_used_holds_for_the_default_time(store):
+    store.write("ray/s/driver.lease", json.dumps({"owner": "node-old:1", "expires": 0}).encode())
+    with pytest.raises(StorageError, match="held by node-old:1 for 1(19|20) s more"):
+        take_lease(store, "ray/s/driver.lease", owner="node-a:1")
+
+
+class FailingStore(DirectoryStore):
+    """A directory whose writes fail the way a file system can (not as a StorageError)."""
+
+    def replace_if(self, key, data, version):
+        raise OSError(116, "Stale file handle")
+
+
+def test_a_lease_not_renewed_for_its_length_is_lost_whatever_the_store_raised(tmp_path):
+    said = []
+    keeper = LeaseKeeper(take_lease(FailingStore(tmp_path / "store"), "ray/s/driver.lease", seconds=0.3), said.append)
+    keeper.start()
+    deadline = time.monotonic() + 5
+    while keeper.lost is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    keeper.stop()
+    assert keeper.lost.endswith("the lease was not renewed for 0.3 s ([Errno 116] Stale file handle), so another "
+                                "driver may have taken the study over")
+    assert len(said) == 1 and said[0].startswith("warning: [Errno 116] Stale file handle (renewing the study's lease")
+    # a request that never answers counts the same: the lease is lost when its time is up, by this driver's clock
+    hanging = LeaseKeeper(take_lease(DirectoryStore(tmp_path / "other"), "k", seconds=60), said.append,
+                          renewed=time.monotonic() - 61)
+    assert "not renewed for 60 s (a renewal still unanswered)" in hanging.lost
 
 
 @pytest.mark.parametrize("dropped, ignored", [(("If-None-Match",), "If-None-Match"), (("If-Match",), "If-Match"),
