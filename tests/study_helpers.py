@@ -266,6 +266,27 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A folder that ``build(folder)`` fills once per test run, shared by the xdist workers (each would
+    otherwise build its own): the first worker to ask builds it under a lock, the others wait for it and
+    read it. Its users must not change it (copy it first)."""
+    import fcntl
+    import shutil
+
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's own temporary directory, above each worker's
+    folder = root / f"built-{name}"
+    with open(root / f"built-{name}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        if not (folder / ".built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".built").touch()
+    return folder
+
+
 @contextlib.contextmanager
 def small_file_system(path: Path, megabytes: int = 64):
     """A tmpfs of ``megabytes`` mounted at ``path`` (a disk that can really fill up); skips the

@@ -216,7 +216,6 @@ ONE_TRIAL = "  - {label: small, set: {}}"
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_driver_killed_while_it_builds_the_mlflow_store_leaves_a_study_that_runs(tmp_path, ray_env):
     path = tmp_path / "killed.yaml"
     path.write_text(grid_study("killed", ONE_TRIAL, epochs=1))
@@ -239,7 +238,6 @@ def test_a_driver_killed_while_it_builds_the_mlflow_store_leaves_a_study_that_ru
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_anything(tmp_path, cluster_env):
     path = tmp_path / "safe.yaml"
     path.write_text(grid_study("safe", ONE_TRIAL, epochs=1))
@@ -307,7 +305,6 @@ def test_links_and_tampered_records_stop_the_driver_before_it_writes_or_deletes_
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_refusals_before_anything_runs_are_one_line_and_leave_no_results_folder(tmp_path):
     import torch
 

@@ -41,7 +41,7 @@ from study_helpers import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 TWO_BY_TWO = """  - {label: small, set: {}}
   - {label: atr, set: {model.cell: atr}}"""

@@ -70,7 +70,6 @@ def test_the_main_study_s_first_trial_gives_the_golden_numbers(tmp_path, cache_d
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 @needs_avx2
 def test_the_smoke_run_gives_the_golden_table(tmp_path, cluster_env):
     results = tmp_path / "results"

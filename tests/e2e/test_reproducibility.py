@@ -16,7 +16,7 @@ import sys
 import pytest
 from study_helpers import grid_study, study
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 QUALITY = ("label", "seed", "status", "test_bleu", "valid_bleu", "test_chrf", "epochs", "best_epoch", "steps",
            "train_tokens", "still_improving", "params")

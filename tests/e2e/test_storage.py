@@ -64,11 +64,7 @@ def test_a_study_on_s3_resumes_from_an_empty_directory_with_the_same_table(tmp_p
     assert second.returncode == 0, second.stderr[-3000:]
     assert f"storage: {uri}: 2 finished trial(s) of tiny_s3 there" in second.stdout
     assert (tmp_path / "b" / "tiny_s3" / "table.md").read_text(encoding="utf-8") == table
-    assert "epoch 1" not in second.stdout
-    local = study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "local"), env=env)  # no --storage
-    assert local.returncode == 0, local.stderr[-3000:]
-    assert ([{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "local", "tiny_s3")]
-            == [{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "b", "tiny_s3")])
+    assert "epoch 1" not in second.stdout  # (a study kept in a store scores as one without: the killed-driver test)
 
     # while another driver holds the study, a third is refused in one line, and nothing is written
     lease = take_lease(store, "ray/tiny_s3/driver.lease", owner="elsewhere:1")
@@ -221,8 +217,8 @@ def test_a_driver_killed_mid_study_is_resumed_from_an_empty_directory_to_the_sam
                                                                                           bucket, cluster_env):
     env, joined = {**ray_env, **s3_env}, {**cluster_env, **s3_env}  # the driver killed outright has a Ray of its own
     study_file = tmp_path / "tiny_kill.yaml"
-    study_file.write_text(grid_study("tiny_kill", VARIANTS, seeds=1, epochs=6))
-    killed_uri, whole_uri = f"s3://{bucket}/killed", f"s3://{bucket}/whole"
+    study_file.write_text(grid_study("tiny_kill", VARIANTS, seeds=1, epochs=4))
+    killed_uri = f"s3://{bucket}/killed"
     driver = start_study(str(study_file), "--cpus", "2", "--results", str(tmp_path / "a"), "--storage", killed_uri,
                          env=env)
     store = open_store(killed_uri)
@@ -239,7 +235,8 @@ def test_a_driver_killed_mid_study_is_resumed_from_an_empty_directory_to_the_sam
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     finished = [json.loads(path.read_text()) for path in (tmp_path / "b" / "ray" / "tiny_kill" / "finished").glob("*/metrics.json")]
     assert len(finished) == 2 and any(m.get("resumes", 0) >= 1 for m in finished)  # continued, not trained again
-    whole = study(str(study_file), "--results", str(tmp_path / "c"), "--storage", whole_uri, env=joined)
+    # the same study run straight through with no store at all
+    whole = study(str(study_file), "--results", str(tmp_path / "c"), env=joined)
     assert whole.returncode == 0, whole.stderr[-3000:]
     assert ([{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "b", "tiny_kill")]
             == [{k: row[k] for k in QUALITY if k in row} for row in table_rows(tmp_path / "c", "tiny_kill")])

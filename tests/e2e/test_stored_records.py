@@ -18,7 +18,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from study_helpers import grid_study, study
+from study_helpers import built_once, grid_study, study
 
 from nmt.cli import run_main
 from nmt.fileio import write_json
@@ -31,14 +31,18 @@ SECRET = "secret-token-7f3a9c"  # what no file inside the results directory may 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, shared_cluster):
-    """A finished two-trial study: (its study file, its results directory)."""
-    base = tmp_path_factory.mktemp("stored")
-    path = base / f"{NAME}.yaml"
-    path.write_text(grid_study(NAME, TWO_ROWS, epochs=1))
-    env = {**shared_cluster.env, "RAY_ADDRESS": shared_cluster.address()}
-    done = study(str(path), "--cpus", "1", "--results", str(base / "results"), env=env)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return path, base / "results"
+    """A finished two-trial study, run once for the whole test run (the tests read it or copy it): (its study
+    file, its results directory)."""
+
+    def run(base: Path) -> None:
+        path = base / f"{NAME}.yaml"
+        path.write_text(grid_study(NAME, TWO_ROWS, epochs=1))
+        env = {**shared_cluster.env, "RAY_ADDRESS": shared_cluster.address()}
+        done = study(str(path), "--cpus", "1", "--results", str(base / "results"), env=env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    base = built_once(tmp_path_factory, "stored", run)
+    return base / f"{NAME}.yaml", base / "results"
 
 
 def copy_results(finished, tmp_path: Path) -> Path:
@@ -93,7 +97,6 @@ def refused(code: int, err: str, *needles: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_record_naming_paths_outside_the_results_directory_is_refused(finished, tmp_path, capsys):
     results = copy_results(finished, tmp_path)
     secret = secret_file(tmp_path)
@@ -113,7 +116,6 @@ def test_a_record_naming_paths_outside_the_results_directory_is_refused(finished
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_link_in_a_study_folder_is_never_embedded_in_the_report(finished, tmp_path, capsys):
     results = copy_results(finished, tmp_path)
     secret = secret_file(tmp_path)
@@ -141,7 +143,6 @@ def test_written_files_follow_the_umask(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_stored_trial_of_another_config_is_left_out_and_named(finished, tmp_path, capsys):
     results = copy_results(finished, tmp_path)
     store = results / "ray" / NAME
@@ -164,7 +165,6 @@ def test_a_stored_trial_of_another_config_is_left_out_and_named(finished, tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_titles_and_labels_that_latex_markdown_or_mathtext_read_as_markup_are_written_as_text(finished, tmp_path,
                                                                                                  capsys):
     results = copy_results(finished, tmp_path)
@@ -198,7 +198,6 @@ def test_a_comparison_of_long_study_names_gets_a_short_folder(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_a_lost_study_folder_is_rebuilt_from_the_trial_store_by_resume(finished, tmp_path, cluster_env, capsys):
     results = copy_results(finished, tmp_path)
     before = [(row["label"], row["bleu_mean"]) for row in csv.DictReader(open(results / NAME / "table.csv"))]
@@ -281,7 +280,6 @@ CASES = 16
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_records_damaged_at_random_never_give_a_traceback_a_hang_or_a_leak(finished, tmp_path, capsys):
     rng = random.Random(69)
     original = trial_rows(finished[1])
@@ -309,7 +307,6 @@ def test_records_damaged_at_random_never_give_a_traceback_a_hang_or_a_leak(finis
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_resume_on_damaged_records_is_one_line_or_a_clean_run(finished, tmp_path, cluster_env):
     rng = random.Random(68)
     for case in range(3):
@@ -332,7 +329,6 @@ def test_resume_on_damaged_records_is_one_line_or_a_clean_run(finished, tmp_path
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_fresh_replaces_a_damaged_study_state_that_a_plain_run_refuses(finished, tmp_path, cluster_env):
     results = copy_results(finished, tmp_path)
     (results / NAME / "study.json").write_text("[")  # cut short

@@ -16,7 +16,7 @@ import sys
 import pytest
 from study_helpers import ROOT, LoopbackCluster, mlflow_runs, study, table_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = pytest.mark.slow
 
 
 TINY = ["data.size=300", "data.valid_size=20", "data.test_size=20", "data.spm.vocab_size=200",

@@ -105,7 +105,6 @@ def test_benchmark_bad_values_are_one_line(capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_study_level_benchmark_prints_both_wall_times(ray_env):
     result = study("--trials", "2", "--epochs", "1", "--size", "300", "--hidden", "16", "--sequential-threads", "1",
                    "--json", env=ray_env, module="study.bench")
@@ -117,7 +116,6 @@ def test_study_level_benchmark_prints_both_wall_times(ray_env):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_study_fixed_cost_is_timed_around_the_trials(ray_env):
     result = study("--fixed-cost", "--repeats", "1", "--json", env=ray_env, module="study.bench")
     assert result.returncode == 0, result.stderr[-3000:]

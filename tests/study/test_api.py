@@ -126,7 +126,6 @@ def test_load_table_reads_a_stored_table(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")
 def test_run_study_end_to_end_returns_the_table_csv(tmp_path, cluster_env):
     """A one-trial study in a fresh process, as in a notebook: the DataFrame is table.csv, and
     command.txt holds the python -m study.run line that reproduces the call; the progress lines and
