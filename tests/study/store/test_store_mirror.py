@@ -223,3 +223,27 @@ def test_a_trial_that_failed_before_it_recorded_itself_lists_as_failed(tmp_path)
     record = trial_record(store, KEY)
     assert record["status"] == "failed" and record["label"] == "GRU" and record["seed"] == 2
     assert "the bucket does not exist" in record["error"]
+
+
+def test_a_lease_lost_while_the_tables_are_written_puts_nothing_up_and_says_how_to_resume(tmp_path):
+    import time
+
+    from study.store.remote_study import mirrored_study
+
+    remote = DirectoryStore(tmp_path / "bucket")
+    study_dir = tmp_path / "results" / "s"
+    again = "python -m study.run s --storage x --resume"
+    with pytest.raises(StorageError) as lost:
+        with mirrored_study(remote.uri, "s", study_dir, tmp_path / "results" / "ray" / "s", print, lease_seconds=3,
+                            again=again) as keeper:
+            study_dir.mkdir(parents=True)
+            (study_dir / "table.md").write_text("| a |\n")  # the trials ended, the tables are written
+            remote.write("ray/s/driver.lease", json.dumps({"owner": "elsewhere:1", "seconds": 600}).encode())
+            deadline = time.monotonic() + 10
+            while keeper.lost is None and time.monotonic() < deadline:  # the next renewal, a second later, finds it
+                time.sleep(0.05)
+    assert str(lost.value) == (f"{remote.uri}/ray/s/driver.lease: the lease was taken over by another driver, which "
+                               f"runs the study now; the exports were not put up: make sure no other driver runs the "
+                               f"study, then resume with: {again}")
+    assert remote.read("s/table.md") is None  # nothing put up
+    assert json.loads(remote.read("ray/s/driver.lease"))["owner"] == "elsewhere:1"  # the new holder's, untouched
