@@ -49,7 +49,7 @@ class ResumableASHA(ASHAScheduler):
 
     def replay(self, key: str, epoch: int, value: float) -> None:
         """Show a stored epoch's result to the rungs as its run did when it reported it; a STOP is kept for
-        the trial's first report when it resumes."""
+        when the resumed trial reports that epoch again."""
         trial = _Keyed(key)
         if key not in self._trial_info:
             super().on_trial_add(None, trial)

@@ -39,6 +39,7 @@ from study.store.study_transfer import (
     trial_store_prefix,
 )
 
+
 @contextlib.contextmanager
 def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, say, search_db: Path | None = None,
                    lease_seconds: float | None = None, again: str = ""):
@@ -74,10 +75,8 @@ def mirrored_study(uri: str | None, study: str, study_dir: Path, exp_dir: Path, 
         raise
     try:
         yield keeper
-    except BaseException:
+    finally:
         _end(keeper, store, study, study_dir, exp_dir, search_db)
-        raise
-    _end(keeper, store, study, study_dir, exp_dir, search_db)
     if keeper.lost:
         resume = f", then resume with: {again}" if again else ""
         raise StorageError(f"{keeper.lost}; the exports were not put up: make sure no other driver runs the study"

@@ -110,23 +110,28 @@ class S3Store(ObjectStore):
         return self._put_if(key, data, IfNoneMatch="*")
 
     def replace_if(self, key, data, version):
-        return self._put_if(key, data, IfMatch=version)
+        try:
+            return self._put_if(key, data, IfMatch=version)
+        except _Missing:
+            return False
 
     def _put_if(self, key, data, **condition) -> bool:
         """A conditional PUT: False when its condition did not hold. S3 answers 409 when another conditional
         write of the key was under way at that moment, and asks for the request again."""
-        for attempt in range(CONFLICT_RETRIES + 1):
+        for attempt in range(CONFLICT_RETRIES):
             try:
-                self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key),
-                                                                       Body=data, **condition))
-                return True
-            except (_Conflict, _Missing):
-                return False
+                return self._put_once(key, data, condition)
             except _Busy:
-                if attempt == CONFLICT_RETRIES:
-                    raise
                 time.sleep(0.2 * (attempt + 1))
-        return False
+        return self._put_once(key, data, condition)
+
+    def _put_once(self, key, data, condition: dict) -> bool:
+        try:
+            self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data,
+                                                                   **condition))
+        except _Conflict:
+            return False
+        return True
 
     def keys(self, prefix=""):
         # a folder, as in a directory: "ray/a" must not list "ray/ab/..."
