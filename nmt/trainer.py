@@ -9,7 +9,8 @@ with status ``diverged`` instead of an exception; every epoch records the
 gradient norms before clipping (mean, largest, share of steps clipped), so an
 exploding gradient shows before it turns the loss non-finite. At the end the best
 validation model translates the test set (beam search) and is scored with
-sacreBLEU.
+sacreBLEU, and takes the unit's measurements on the validation set, if it has
+any (``nmt.measures``: ATR's gate correlation).
 
 The best epoch (kept in best.pt and used for the test set) is the one with
 the best ``train.valid_metric``. An epoch "improves" when validation BLEU or
@@ -62,6 +63,7 @@ from nmt.durations import clock
 from nmt.errors import ConfigError
 from nmt.evaluate import corpus_bleu, corpus_chrf
 from nmt.fileio import write_json, write_lines
+from nmt.measures import take_measures
 from nmt.model import Seq2Seq, build_model
 from nmt.translator import translate
 from nmt.numerics import adam_options, arithmetic, numerics_record
@@ -509,7 +511,18 @@ class Trainer:
         }
         if trained:
             metrics.update(self.evaluate_test())
+            metrics.update(self.take_measures())
         return metrics
+
+    def take_measures(self) -> dict:
+        """The unit's measurements of the model the test set was translated by, on the validation set
+        (``nmt.measures``; none for most units)."""
+        measured = take_measures(self.model, self.cfg.model.cell, self.data.valid, self.cfg.train.batch_tokens,
+                                 self.device)
+        if measured:
+            self.log("measured on the validation set: " + ", ".join(
+                f"{name} {'undefined' if value is None else f'{value:.4f}'}" for name, value in measured.items()))
+        return measured
 
 
 def run(cfg: Config, out_dir: str | Path, report: ReportFn | None = None, resume_from: str | Path | None = None,

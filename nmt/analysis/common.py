@@ -1,5 +1,5 @@
 """What the analysis tools share: a trained run, its test text, teacher-forced
-batches in input order, Pearson's r, and writing figures and summaries."""
+batches in input order, and writing figures and summaries."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from nmt.data.pipeline import load_data
 from nmt.data.subword import SubwordVocab
 from nmt.errors import UserError
 from nmt.fileio import check_writable_dir
+from nmt.measures import traced
 from nmt.model import Seq2Seq
 
 
@@ -81,26 +82,9 @@ def teacher_forced_batches(run: Run, pairs: Sequence[tuple[str, str]], batch_tok
 
 
 def traced_batches(run: Run, pairs: Sequence[tuple[str, str]], module: torch.nn.Module) -> Iterator[tuple[Batch, list]]:
-    """Teacher-force every pair through the model with ``module.trace`` switched on; yields each
-    batch with what the module recorded for it. The trace is switched off again afterwards."""
-    try:
-        with torch.no_grad():
-            for batch in teacher_forced_batches(run, pairs):
-                module.trace = recorded = []
-                run.model(batch.src, batch.src_mask, batch.tgt_in, batch.tgt_mask)
-                yield batch, recorded
-    finally:
-        module.trace = None
-
-
-def pearson(x: Sequence[float] | torch.Tensor, y: Sequence[float] | torch.Tensor) -> float:
-    x = torch.as_tensor(x, dtype=torch.float64).flatten()
-    y = torch.as_tensor(y, dtype=torch.float64).flatten()
-    if x.numel() < 2:
-        return math.nan
-    dx, dy = x - x.mean(), y - y.mean()
-    denominator = math.sqrt(float((dx * dx).sum()) * float((dy * dy).sum()))
-    return float((dx * dy).sum()) / denominator if denominator > 0 else math.nan
+    """Teacher-force every pair through the model with ``module.trace`` switched on (``nmt.measures.traced``);
+    yields each batch with what the module recorded for it."""
+    yield from traced(run.model, module, teacher_forced_batches(run, pairs))
 
 
 def prepare_out(out: Path) -> Path:

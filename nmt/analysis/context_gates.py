@@ -23,11 +23,12 @@ import sys
 import torch
 from sacrebleu.metrics import BLEU
 
-from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, pearson, prepare_out,
+from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, prepare_out,
                                  save_figure, traced_batches, write_summary)
 from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
 from nmt.figures import subplots
+from nmt.measures import pearson
 from nmt.modules.context_gate import ContextGate
 from nmt.translator import translate
 

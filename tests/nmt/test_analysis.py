@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from nmt.analysis import atr_gates, context_gates, fsmn_filters, length_buckets
-from nmt.analysis.common import evaluation_text, load_run, pearson, teacher_forced_batches
+from nmt.analysis.common import evaluation_text, load_run, teacher_forced_batches
+from nmt.measures import pearson
 from nmt.cells.atr import ATRCell
 from nmt.cli import run_main
 from nmt.trainer import Trainer
