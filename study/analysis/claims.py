@@ -4,8 +4,9 @@ fixed rule (docs/claims.md, rule v2); ``study.analysis.claims_table`` writes the
 Per claim, from the rows' seeds (each seed an independent training run):
 
 - our estimate of the comparison (a difference, contrast or slope of the rows' mean test BLEU or the
-  claim's metric), its Welch test (fractional Welch-Satterthwaite df) and, for a no-difference
-  claim, the two one-sided tests (TOST) at its margin;
+  claim's metric, or one row's own mean value of an absolute metric such as a correlation), its Welch
+  test (fractional Welch-Satterthwaite df) and, for a no-difference claim, the two one-sided tests
+  (TOST) at its margin;
 - Holm's adjustment over the study's statistical claims (the TOST p of a no-difference claim, the
   two-sided p of the others), and each claim's level at its Holm step, at which its intervals are
   taken: the interval of our mean contrast, and the interval one more run of each row would put the
@@ -99,6 +100,8 @@ def claim_weights(claim: ClaimSpec, reference: str | None) -> dict[str, float]:
     +1 and -1, a slope the least-squares weights of its x values (``slope_weights``)."""
     if claim.claim == "diverges":
         return {}
+    if claim.value_of is not None:
+        return {claim.value_of: 1.0}
     if claim.contrast is not None:
         return {str(label): float(weight) for label, weight in claim.contrast.items()}
     if claim.slope is not None:
@@ -160,10 +163,15 @@ def _comparison(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | No
     weights = claim_weights(claim, reference)
     terms = [rows[label].term(weight) for label, weight in weights.items()]
     test: SeedTest = welch_contrast(terms)
+    family_p = test.p_value
+    if claim.value_of is not None:  # an absolute metric: the paper's value as it is, nothing sizes it
+        return {"test": test, "terms": terms, "weights": weights, "sizing": math.nan, "paper_fraction": math.nan,
+                "paper_scaled": claim.paper.value, "margin": None, "family_p": family_p}
     sizing = rows[claim.sizing_row(reference)].mean
     paper_fraction = claim.paper.value / claim.paper.reference
     margin = claim.margin * sizing if claim.margin is not None else None
-    family_p = test.equivalence_p(margin) if claim.claim == "no_difference" else test.p_value
+    if claim.claim == "no_difference":
+        family_p = test.equivalence_p(margin)
     return {"test": test, "terms": terms, "weights": weights, "sizing": sizing, "paper_fraction": paper_fraction,
             "paper_scaled": paper_fraction * sizing, "margin": margin, "family_p": family_p}
 

@@ -54,6 +54,7 @@ class ClaimsTable:
     notes_before: list[str]  # what each claim says, which seeds were still improving, why a claim is not tested
     family: int  # claims in Holm's family
     signatures: list[str]  # the BLEU signatures the verdicts are computed under
+    own_values: bool = False  # a claim compares a row's own value (value_of)
 
     def frame(self) -> pd.DataFrame:
         out = []
@@ -80,7 +81,7 @@ class ClaimsTable:
         return pd.DataFrame(out)
 
     def notes(self) -> list[str]:
-        return [*self.notes_before, protocol_note(self.family), *self.signatures]
+        return [*self.notes_before, protocol_note(self.family, self.own_values), *self.signatures]
 
     def markdown(self) -> str:
         return markdown_table(self.frame(), self.title, self.notes())
@@ -97,9 +98,12 @@ def _value(value: float, signed: bool = True) -> str:
 
 
 def _with_fraction(value: float, fraction: float) -> str:
-    """"-2.45 (-6.5%)": a comparison and its fraction of the sizing row's score; "-" without one."""
+    """"-2.45 (-6.5%)": a comparison and its fraction of the sizing row's score; "-" without one; the value
+    alone where nothing sizes it (a row's own value of an absolute metric)."""
     if value is None or math.isnan(value):
         return "-"
+    if fraction is None or math.isnan(fraction):
+        return _value(value)
     return f"{_value(value)} ({format_number(100 * fraction, 1, signed=True)}%)"
 
 
@@ -109,8 +113,9 @@ def _interval(low: float, high: float) -> str:
     return format_interval(low, high)
 
 
-def protocol_note(family: int) -> str:
-    """The protocol in one note under every claims table (docs/claims.md in full)."""
+def protocol_note(family: int, own_values: bool = False) -> str:
+    """The protocol in one note under every claims table (docs/claims.md in full); ``own_values``: the table
+    has a claim on a row's own value (``value_of``), which the note then says how to read."""
     parts = [
         f"Protocol (docs/claims.md, verdict rule {RULE}): ours and paper = the comparison in BLEU or the claim's metric "
         "(a slope: per unit of x) and as a percentage of the sizing row's score",
@@ -135,6 +140,9 @@ def protocol_note(family: int) -> str:
         "declared = whether the claim (this version of it) was declared before the study's first trial started",
         "as trained = what the rule gives a not-tested claim's models as they stand, which is not a verdict",
     ]
+    if own_values:
+        parts.insert(2, "a claim on a row's own value (a correlation) compares it as it is: ours is the row's mean, "
+                        "the paper's value is its value on our scale, and the intervals are of that mean")
     return "; ".join(parts) + "."
 
 
@@ -184,7 +192,7 @@ def claims_table(spec_claims: list[ClaimSpec], title: str, table: StudyTable, re
         out.append(row)
     return ClaimsTable(f"Claims: {title}", pd.DataFrame(out), _notes_before(spec_claims, out, table, declared),
                        sum(1 for claim in spec_claims if claim.claim != "diverges"),
-                       _signatures(records, references_text))
+                       _signatures(records, references_text), any(claim.value_of is not None for claim in spec_claims))
 
 
 def _shown(entry: dict) -> str:

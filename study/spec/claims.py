@@ -16,9 +16,11 @@ claimed::
 
 The comparison is exactly one of ``row`` (a difference, against ``against``), ``contrast`` (row
 label -> weight, e.g. an additivity departure), ``slope`` (x value -> row label: the least-squares
-slope of the rows' means over x) or, with ``claim: diverges``, ``row`` alone (the paper says it
-fails to converge). ``paper.reference`` is the paper's score of the row that sizes the claim
-(``relative_to``, by default ``against``): the paper's value as a fraction of it is compared with
+slope of the rows' means over x), ``value_of`` (a row's own mean value of a metric whose scale is the
+same on any corpus and model, e.g. a correlation: the paper's value is compared as it is) or, with
+``claim: diverges``, ``row`` alone (the paper says it fails to converge). ``paper.reference`` is the
+paper's score of the row that sizes the claim (``relative_to``, by default ``against``; none for
+``value_of``): the paper's value as a fraction of it is compared with
 ours as a fraction of our score of that row, never absolute BLEU across corpora. A
 ``no_difference`` claim needs ``margin``: the largest departure, as a fraction of that score, that
 still counts as none, and ``margin_basis``: why, on grounds independent of the study's results.
@@ -33,7 +35,8 @@ from typing import Literal
 
 from nmt.errors import ConfigError
 from nmt.typed_config import build_dataclass, suggest
-from study.spec.metrics import claim_metrics
+from nmt.measures import measured_cells
+from study.spec.metrics import absolute_metrics, claim_metrics
 
 CLAIM_KINDS = ("direction", "size", "no_difference", "diverges")
 CLAIM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
@@ -56,13 +59,17 @@ class ClaimSpec:
     against: str | None = None  # default: the study's table.reference
     contrast: dict | None = None  # row label -> weight
     slope: dict | None = None  # x value -> row label
+    value_of: str | None = None  # a row whose own mean value (an absolute metric: a correlation) is compared
     relative_to: str | None = None  # the row whose score sizes the claim; default: against (slope: its first row)
     margin: float | None = None  # no_difference: the largest departure (fraction of relative_to's score) that is none
     margin_basis: str = ""  # no_difference: why that margin, on grounds that do not depend on the study's results
     paper: PaperValue = field(default_factory=PaperValue)
 
     def sizing_row(self, reference: str | None) -> str | None:
-        """The row whose mean score the claim's relative size is a fraction of."""
+        """The row whose mean score the claim's relative size is a fraction of (None for ``value_of``: the
+        paper's value is compared as it is)."""
+        if self.value_of is not None:
+            return None
         if self.relative_to:
             return self.relative_to
         if self.slope is not None:
@@ -88,8 +95,10 @@ def parse_claims(raw, source: str) -> list[ClaimSpec]:
     return claims
 
 
-def validate_claims(claims: list[ClaimSpec], labels: list[str], reference: str | None, kind: str, source: str) -> None:
-    """Every claim well formed and about rows the study has; the first problem is one ConfigError line."""
+def validate_claims(claims: list[ClaimSpec], labels: list[str], reference: str | None, kind: str, source: str,
+                    row_cells: dict[str, str] | None = None) -> None:
+    """Every claim well formed and about rows the study has (``row_cells``: each row's ``model.cell``, which
+    a unit's own measurement needs); the first problem is one ConfigError line."""
     if claims and kind == "search":
         raise ConfigError(f"{source}: claims: a search study has no fixed rows to compare; declare claims in a grid "
                           f"or ablation study")
@@ -111,6 +120,8 @@ def validate_claims(claims: list[ClaimSpec], labels: list[str], reference: str |
                            f"compares one of {', '.join(allowed)}")
         _validate_comparison(claim, labels, reference, fail)
         _validate_paper(claim, fail)
+        if row_cells is not None:
+            _validate_measured(claim, row_cells, reference, fail)
 
 
 def _check_label(label, labels: list[str], part: str, fail) -> None:
@@ -120,15 +131,18 @@ def _check_label(label, labels: list[str], part: str, fail) -> None:
 
 
 def _validate_comparison(claim: ClaimSpec, labels: list[str], reference: str | None, fail) -> None:
-    given = [name for name in ("row", "contrast", "slope") if getattr(claim, name) is not None]
+    given = [name for name in ("row", "contrast", "slope", "value_of") if getattr(claim, name) is not None]
     if claim.claim == "diverges":
         if given != ["row"]:
             fail("row", "a diverges claim names the one row the paper says fails to converge (row:, nothing else)")
         _check_label(claim.row, labels, "row", fail)
         return
     if len(given) != 1:
-        fail("row", f"give exactly one of row (a difference), contrast (row -> weight) or slope (x -> row); "
-                    f"got {', '.join(given) or 'none'}")
+        fail("row", f"give exactly one of row (a difference), contrast (row -> weight), slope (x -> row) or value_of "
+                    f"(a row's own value); got {', '.join(given) or 'none'}")
+    if claim.value_of is not None:
+        _validate_value_of(claim, labels, fail)
+        return
     if claim.row is not None:
         _check_label(claim.row, labels, "row", fail)
         against = claim.against or reference
@@ -146,23 +160,7 @@ def _validate_comparison(claim: ClaimSpec, labels: list[str], reference: str | N
                 fail(f"contrast.{label}", f"= {weight!r}: a weight is a number from {SMALLEST:g} to {LARGEST:g} in size "
                                           f"(+1 and -1 for a difference)")
     if claim.slope is not None:
-        if len(claim.slope) < 2:
-            fail("slope", "needs two or more x values with their rows, e.g. {1: SR-NMT 1L, 2: SR-NMT 2L}")
-        xs: dict[float, object] = {}
-        for x, label in claim.slope.items():
-            # a number in YAML; a string of one once stored in study.json
-            if not (_is_number(x) and abs(float(x)) <= LARGEST):
-                fail(f"slope.{x}", f"an x value is a number of at most {LARGEST:g} in size (the rows' position on the "
-                                   f"axis, e.g. their depth)")
-            if float(x) in xs:
-                fail(f"slope.{x}", f"is the same x as slope.{xs[float(x)]}; give each x once")
-            xs[float(x)] = x
-            _check_label(label, labels, f"slope.{x}", fail)
-        rows = [str(label) for label in claim.slope.values()]
-        twice = next((row for row in rows if rows.count(row) > 1), None)
-        if twice is not None:
-            fail("slope", f"names row {twice!r} at two x values; a slope runs through rows at different positions, "
-                          f"each row once")
+        _validate_slope(claim.slope, labels, fail)
     sizing = claim.sizing_row(reference)
     if sizing is None:
         fail("relative_to", "missing, and the study has no table.reference; name the row that sizes the claim")
@@ -177,6 +175,66 @@ def _validate_comparison(claim: ClaimSpec, labels: list[str], reference: str | N
     elif claim.margin is not None or claim.margin_basis:
         part = "margin" if claim.margin is not None else "margin_basis"
         fail(part, f"only a no_difference claim has a margin; this one is claim: {claim.claim}")
+
+
+def _validate_slope(slope: dict, labels: list[str], fail) -> None:
+    if len(slope) < 2:
+        fail("slope", "needs two or more x values with their rows, e.g. {1: SR-NMT 1L, 2: SR-NMT 2L}")
+    xs: dict[float, object] = {}
+    for x, label in slope.items():
+        # a number in YAML; a string of one once stored in study.json
+        if not (_is_number(x) and abs(float(x)) <= LARGEST):
+            fail(f"slope.{x}", f"an x value is a number of at most {LARGEST:g} in size (the rows' position on the "
+                               f"axis, e.g. their depth)")
+        if float(x) in xs:
+            fail(f"slope.{x}", f"is the same x as slope.{xs[float(x)]}; give each x once")
+        xs[float(x)] = x
+        _check_label(label, labels, f"slope.{x}", fail)
+    rows = [str(label) for label in slope.values()]
+    twice = next((row for row in rows if rows.count(row) > 1), None)
+    if twice is not None:
+        fail("slope", f"names row {twice!r} at two x values; a slope runs through rows at different positions, "
+                      f"each row once")
+
+
+def _validate_value_of(claim: ClaimSpec, labels: list[str], fail) -> None:
+    """A row's own value: a metric whose scale does not depend on corpus or model, judged by direction or
+    size, with nothing that would resize it."""
+    _check_label(claim.value_of, labels, "value_of", fail)
+    absolute = absolute_metrics()
+    if claim.metric not in absolute:
+        fail("value_of", f"compares a row's own value, which only a metric on the same scale on any corpus and model "
+                         f"allows ({', '.join(absolute)}); metric is {claim.metric!r}: compare two rows (row and "
+                         f"against) instead")
+    if claim.claim not in ("direction", "size"):
+        fail("claim", f"= {claim.claim}: a value_of claim is direction (the paper's sign) or size (its sign and "
+                      f"value); a no_difference margin is a fraction of a row's score, which value_of has none of")
+    if claim.relative_to is not None:
+        fail("relative_to", "a value_of claim compares the paper's value as it is; leave relative_to out")
+    if claim.margin is not None or claim.margin_basis:
+        fail("margin" if claim.margin is not None else "margin_basis", "only a no_difference claim has a margin")
+
+
+def claim_rows(claim: ClaimSpec, reference: str | None) -> list[str]:
+    """The rows a claim's comparison reads."""
+    if claim.value_of is not None:
+        return [claim.value_of]
+    if claim.contrast is not None:
+        return [str(label) for label in claim.contrast]
+    if claim.slope is not None:
+        return [str(label) for label in claim.slope.values()]
+    return [claim.row] if claim.claim == "diverges" else [claim.row, claim.against or reference]
+
+
+def _validate_measured(claim: ClaimSpec, row_cells: dict[str, str], reference: str | None, fail) -> None:
+    """A unit's own measurement (nmt.measures) exists only in rows of that unit."""
+    cells = measured_cells(claim.metric)
+    if not cells:
+        return
+    for label in claim_rows(claim, reference):
+        if row_cells.get(label) not in cells:
+            fail("metric", f"= {claim.metric!r} is measured only in trials of model.cell {' or '.join(cells)}; row "
+                           f"{label!r} trains model.cell {row_cells.get(label)!r}: compare rows of that unit")
 
 
 # the sizes a weight, an x value and a paper's value may have: far beyond any study's, and small enough that
@@ -206,6 +264,13 @@ def _validate_paper(claim: ClaimSpec, fail) -> None:
         fail("paper.value", f"= {paper.value!r}: the paper's value of the comparison (its Δ, contrast or slope)")
     if claim.claim in ("direction", "size") and paper.value == 0:
         fail("paper.value", "is 0, which has no direction; use claim: no_difference for a claim of no change")
+    if claim.value_of is not None:
+        if paper.reference is not None:
+            fail("paper.reference", f"= {paper.reference!r}: a value_of claim compares the paper's value as it is, "
+                                    f"not as a fraction of a score; leave paper.reference out")
+        if abs(paper.value) > LARGEST:
+            fail("paper.value", f"= {paper.value!r}: at most {LARGEST:g} in size")
+        return
     if paper.reference is None or not math.isfinite(paper.reference) or not 0 < paper.reference <= LARGEST_SCORE:
         fail("paper.reference", f"= {paper.reference!r}: the paper's score (BLEU > 0, or the claim's metric, at most "
                                 f"{LARGEST_SCORE:g}) of the row that sizes the claim; relative sizes are compared, not "

@@ -13,6 +13,8 @@ An entry (``Metric``) declares:
 - ``objective`` and ``claim``: whether a study's ``metric:`` may name it and a claim may compare
   it, as its place in the list an error message shows (None: it may not);
 - ``record_check``: how ``study.store.record_validation`` checks it in a record read back;
+- ``absolute``: whether its scale is the same on any corpus and model (a correlation), so that a claim
+  may compare a row's own value with the paper's (``value_of``);
 - ``per_trial``: whether trials.csv has a column of it, and ``column``: its column in the study's
   table (header, format, which of a row's trials its value summarises, the parent run's per-row
   MLflow name).
@@ -22,13 +24,13 @@ per-epoch MLflow names excepted, which are only tested for membership):
 ``study.spec.validation`` (a study's ``metric:``), ``study.spec.claims``,
 ``study.store.record_validation``, ``study.execution.tracking`` and ``study.analysis.tables``.
 
-Adding a metric is one entry here; the trainer (``nmt/trainer.py``) must report it under that
-name, and the docs that list metrics by name (docs/studies.md, claims.md, tracking.md) are kept
-by hand. A new table column is the entry's ``column``, and two more steps that are not code: the
-committed tables in ``results/reference/`` gain the column, so rebuild them
-(``python -m study.table NAME --results results/reference``; tests/study/analysis/
-test_committed_results.py compares them byte for byte), and docs/reading-tables.md says what it
-shows. Not declared here: the table's test BLEU statistics (mean, std, intervals, Δ, p), which
+Adding a metric is one entry here; the trainer (``nmt/trainer.py``, or a unit's measurement in
+``nmt/measures.py``) must report it under that name, and the docs that list metrics by name
+(docs/studies.md, claims.md, tracking.md) are kept by hand. A new table column is the entry's
+``column``, and two more steps that are not code: the committed tables in ``results/reference/`` gain
+the column, so rebuild them (``python -m study.table NAME --results results/reference``;
+tests/study/analysis/test_committed_results.py compares them byte for byte), and
+docs/reading-tables.md says what it shows. Not declared here: the table's test BLEU statistics (mean, std, intervals, Δ, p), which
 ``tables.py`` computes, and the per-trial columns of how long a trial trained (epochs, best epoch,
 steps, training tokens), which ``tables.trials_frame`` writes after the metrics.
 """
@@ -43,7 +45,8 @@ Direction = Literal["higher", "lower", ""]
 Logged = Literal["epoch", "end", ""]
 # "scalar": any number or string (check_scalars, which every key passes); "number": an int or
 # float; "non-negative": a number >= 0; "non-negative whole": a whole number >= 0
-RecordCheck = Literal["scalar", "number", "non-negative", "non-negative whole"]
+# "correlation": a number from -1 to 1
+RecordCheck = Literal["scalar", "number", "non-negative", "non-negative whole", "correlation"]
 # "2 decimals": 24.85; "0 decimals": 15857; "count": 831392 as 831k, 1.2e6 as 1.20M
 TableFormat = Literal["2 decimals", "0 decimals", "count"]
 # which of a row's trials its value is the mean of: "scored" (the seeds in its BLEU statistics),
@@ -74,6 +77,7 @@ class Metric:
     claim: int | None = None  # place among the metrics a claim may compare
     record_check: RecordCheck = "number"
     per_trial: bool = False  # a column of trials.csv
+    absolute: bool = False  # on a scale that does not depend on corpus or model size: a claim may judge a row's own value
     trials_fallback: str = ""  # the key trials.csv shows when a record lacks this one (older records)
     column: Column | None = None
 
@@ -109,6 +113,10 @@ METRICS = (
     Metric("decode_words_per_s", "end", "higher", "words/s", "end", objective=9, claim=7, per_trial=True,
            column=Column("decode w/s", "decode_words_per_s", "0 decimals", "scored")),
     Metric("lr", "epoch", "", "learning rate", "epoch", record_check="scalar"),
+    # measurements of the trained model (nmt.measures), taken only by the units that have them
+    Metric("atr_gate_r", "end", "", "Pearson r", "end", claim=8, record_check="correlation", absolute=True),
+    Metric("atr_gate_r_token_means", "end", "", "Pearson r", "end", claim=9, record_check="correlation",
+           absolute=True),
     Metric("grad_norm_mean", "epoch", "", "gradient norm", "epoch", record_check="scalar"),
     Metric("grad_norm_max", "epoch", "", "gradient norm", "epoch", record_check="scalar"),
     Metric("clipped_share", "epoch", "", "share of steps", "epoch", record_check="scalar"),
@@ -154,6 +162,11 @@ def row_logged() -> dict[str, str]:
     """The parent run's per-row metrics: the table's column -> MLflow name, in logging order."""
     return {**BLEU_ROW_LOGGED, **{metric.column.key: metric.column.row_logged for metric in table_metrics()
                                   if metric.column.row_logged}}
+
+
+def absolute_metrics() -> tuple[str, ...]:
+    """The claim metrics a claim may judge by a row's own value (``value_of``), not resized by a score."""
+    return tuple(name for name in claim_metrics() if next(m for m in METRICS if m.name == name).absolute)
 
 
 def checked_metrics() -> tuple[Metric, ...]:

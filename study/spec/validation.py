@@ -30,8 +30,8 @@ def validate_spec(spec: StudySpec, expected_name: str | None) -> None:
     _check_size(spec, fail)
     if spec.fields.claims:
         # the rows a claim may name are the expanded study's labels
-        labels = list(dict.fromkeys(trial.label for trial in expand(spec)))
-        validate_claims(spec.fields.claims, labels, spec.fields.table.reference, spec.kind, source)
+        row_cells = {trial.label: trial.config["model"]["cell"] for trial in expand(spec)}
+        validate_claims(spec.fields.claims, list(row_cells), spec.fields.table.reference, spec.kind, source, row_cells)
 
 
 def _validate_identity(spec: StudySpec, expected_name: str | None, fail) -> None:

@@ -32,9 +32,18 @@ def now() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
 
 
+# keys a claim gained after declarations were first recorded: left out while unset, so a claim declared before
+# keeps its hash
+LATER_KEYS = ("value_of",)
+
+
 def claim_hash(claim: ClaimSpec) -> str:
     """The claim as parsed, hashed: the same claim written differently has the same hash."""
-    text = json.dumps(dataclasses.asdict(claim), sort_keys=True, default=str)
+    parsed = dataclasses.asdict(claim)
+    for key in LATER_KEYS:
+        if parsed.get(key) is None:
+            parsed.pop(key, None)
+    text = json.dumps(parsed, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -115,16 +115,18 @@ def check_mapping(value: object, where: str, fix: str = "") -> dict:
 
 @dataclass(frozen=True)
 class Bound:
-    """A number's range in a record: at least ``minimum`` and, with ``whole``, a whole number (epochs are
-    stored as 3 or 3.0)."""
+    """A number's range in a record: at least ``minimum``, at most ``maximum`` (None: no upper bound) and,
+    with ``whole``, a whole number (epochs are stored as 3 or 3.0)."""
 
     minimum: float
     whole: bool = False
+    maximum: float | None = None
 
 
 NON_NEGATIVE = Bound(0)
 # the registry's record checks (study.spec.metrics) as bounds
-METRIC_BOUNDS = {"number": None, "non-negative": NON_NEGATIVE, "non-negative whole": Bound(0, whole=True)}
+METRIC_BOUNDS = {"number": None, "non-negative": NON_NEGATIVE, "non-negative whole": Bound(0, whole=True),
+                 "correlation": Bound(-1, maximum=1)}
 
 
 def check_field(record: dict, key: str, kinds: tuple[type, ...], where: str, fix: str = "", required: bool = True,
@@ -142,6 +144,8 @@ def check_field(record: dict, key: str, kinds: tuple[type, ...], where: str, fix
         raise BadRecord(_line(where, f"{name} is {_shown(value)}, not {wanted}", fix))
     if bound is not None and value < bound.minimum:
         raise BadRecord(_line(where, f"{name} is {_shown(value)}, below {bound.minimum:g}", fix))
+    if bound is not None and bound.maximum is not None and value > bound.maximum:
+        raise BadRecord(_line(where, f"{name} is {_shown(value)}, above {bound.maximum:g}", fix))
     if bound is not None and bound.whole and value != int(value):
         raise BadRecord(_line(where, f"{name} is {_shown(value)}, not a whole number", fix))
     return value
