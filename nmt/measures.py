@@ -4,17 +4,19 @@ records, with no checkpoint kept. Which units have which measurements is declare
 ``MEASURES`` (by ``model.cell``); a run of another unit takes none.
 
 They are taken teacher-forced on the validation set, with the model the test set was translated by
-(the selected epoch's), dropout off.
+(the selected epoch's), dropout off, batch by batch: nothing of the set is kept but running sums, so
+a large validation set costs time, not memory.
 
-ATR (Zhang et al. 2018, Sec. 5.3, Figure 3): at every target position the decoder's first ATR cell
-(in a conditional decoder its lower cell, the one that reads the words) has the input gate
-i_t = σ(q_t + p_t) and the forget gate f_t = σ(q_t - p_t); the paper reports r = -0.9819 between
-them. Recorded:
+ATR (Zhang et al. 2018, Sec. 5.1: "the Pearson's r of the input and forget gate is -0.9819"): at
+every target position the decoder's first ATR cell (in a conditional decoder its lower cell, the one
+that reads the words) has the input gate i_t = σ(q_t + p_t) and the forget gate f_t = σ(q_t - p_t).
+Recorded:
 
 - ``atr_gate_r``: Pearson's r of i and f over every gate element (unit and position) of the set;
 - ``atr_gate_r_token_means``: Pearson's r of the per-token means (1/d_h) Σ_k i_{t,k} and
   (1/d_h) Σ_k f_{t,k}.
 
+With ``model.atr.gates: coupled`` (f_t = 1 - i_t) both are -1 by construction.
 ``python -m nmt.analysis.atr_gates`` measures the same on a checkpoint (any text, either side, any
 layer), with the figures.
 """
@@ -50,10 +52,46 @@ def pearson(x: Sequence[float] | torch.Tensor, y: Sequence[float] | torch.Tensor
     if x.numel() < 2:
         return math.nan
     dx, dy = x - x.mean(), y - y.mean()
-    denominator = math.sqrt(float((dx * dx).sum()) * float((dy * dy).sum()))
-    if denominator == 0:
+    return _r(float((dx * dy).sum()), float((dx * dx).sum()), float((dy * dy).sum()))
+
+
+def _r(sxy: float, sxx: float, syy: float) -> float:
+    """r from centred sums; NaN without spread, and rounding never steps outside [-1, 1]."""
+    if sxx <= 0 or syy <= 0:
         return math.nan
-    return max(-1.0, min(1.0, float((dx * dy).sum()) / denominator))  # rounding must not step outside [-1, 1]
+    return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+
+
+@dataclass
+class CoMoments:
+    """Count, means and centred sums of squares and products of two series, merged chunk by chunk
+    (the pairwise update of Chan, Golub and LeVeque), so that Pearson's r needs no series kept."""
+
+    n: int = 0
+    mean_x: float = 0.0
+    mean_y: float = 0.0
+    sxx: float = 0.0
+    syy: float = 0.0
+    sxy: float = 0.0
+
+    def add(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        x, y = x.detach().double().flatten(), y.detach().double().flatten()
+        m = x.numel()
+        if m == 0:
+            return
+        chunk_x, chunk_y = float(x.mean()), float(y.mean())
+        dx, dy = x - chunk_x, y - chunk_y
+        n = self.n + m
+        shift_x, shift_y, weight = chunk_x - self.mean_x, chunk_y - self.mean_y, self.n * m / n
+        self.sxx += float((dx * dx).sum()) + shift_x * shift_x * weight
+        self.syy += float((dy * dy).sum()) + shift_y * shift_y * weight
+        self.sxy += float((dx * dy).sum()) + shift_x * shift_y * weight
+        self.mean_x += shift_x * m / n
+        self.mean_y += shift_y * m / n
+        self.n = n
+
+    def r(self) -> float:
+        return _r(self.sxy, self.sxx, self.syy) if self.n >= 2 else math.nan
 
 
 def traced(model: Seq2Seq, module: torch.nn.Module, batches: Iterable[Batch]) -> Iterator[tuple[Batch, list]]:
@@ -69,37 +107,21 @@ def traced(model: Seq2Seq, module: torch.nn.Module, batches: Iterable[Batch]) ->
         module.trace = None
 
 
-def atr_gates_by_sentence(model: Seq2Seq, cell: ATRCell, batches: Iterable[Batch], side: str
-                          ) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-    """Example index -> (i, f), each (length, d_h) in float64 on the CPU, padding removed: the gates of the
-    cell's left-to-right direction at every position of the ``side`` ("decoder" or "encoder")."""
-    gates = {}
-    for batch, trace in traced(model, cell, batches):
-        forward = [(i, f) for i, f, direction in trace if direction == 0]
-        i = torch.stack([i for i, _ in forward], dim=1).double().cpu()
-        f = torch.stack([f for _, f in forward], dim=1).double().cpu()
-        lengths = (batch.tgt_mask if side == "decoder" else batch.src_mask).sum(dim=1).tolist()
-        for row, (index, length) in enumerate(zip(batch.indices, lengths)):
-            gates[index] = (i[row, :int(length)], f[row, :int(length)])
-    return gates
-
-
-def gate_correlations(gates: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, float]:
-    """Pearson's r of the input and forget gates over every element, and over the per-token means."""
-    gates = list(gates)
-    return {"elements": pearson(torch.cat([i.flatten() for i, _ in gates]), torch.cat([f.flatten() for _, f in gates])),
-            "token_means": pearson(torch.cat([i.mean(dim=1) for i, _ in gates]),
-                                   torch.cat([f.mean(dim=1) for _, f in gates]))}
-
-
 def atr_decoder_gates(model: Seq2Seq, batches: Iterable[Batch]) -> dict[str, float | None]:
-    """``atr_gate_r`` and ``atr_gate_r_token_means`` of the decoder's first ATR cell (module docstring);
-    None where r is undefined (a gate constant over the set); {} for a decoder without one."""
+    """``atr_gate_r`` and ``atr_gate_r_token_means`` of the decoder's first ATR cell (module docstring),
+    over the real target positions only; None where r is undefined (a gate constant over the set);
+    {} for a decoder without such a cell."""
     cell = next(iter(getattr(model.decoder, "cells", [])), None)
     if not isinstance(cell, ATRCell):
         return {}
-    r = gate_correlations(atr_gates_by_sentence(model, cell, batches, "decoder").values())
-    return {"atr_gate_r": _finite(r["elements"]), "atr_gate_r_token_means": _finite(r["token_means"])}
+    elements, token_means = CoMoments(), CoMoments()
+    for batch, trace in traced(model, cell, batches):
+        i = torch.stack([i for i, _, direction in trace if direction == 0], dim=1)  # (B, T, d_h)
+        f = torch.stack([f for _, f, direction in trace if direction == 0], dim=1)
+        real = batch.tgt_mask.bool()
+        elements.add(i[real], f[real])
+        token_means.add(i.mean(dim=-1)[real], f.mean(dim=-1)[real])
+    return {"atr_gate_r": _finite(elements.r()), "atr_gate_r_token_means": _finite(token_means.r())}
 
 
 MEASURES = {"atr": Measure(("atr_gate_r", "atr_gate_r_token_means"), atr_decoder_gates)}

@@ -516,9 +516,15 @@ class Trainer:
 
     def take_measures(self) -> dict:
         """The unit's measurements of the model the test set was translated by, on the validation set
-        (``nmt.measures``; none for most units)."""
-        measured = take_measures(self.model, self.cfg.model.cell, self.data.valid, self.cfg.train.batch_tokens,
-                                 self.device)
+        (``nmt.measures``; none for most units). One that fails is logged and left out: a trained and
+        scored run is not lost to it."""
+        try:
+            measured = take_measures(self.model, self.cfg.model.cell, self.data.valid, self.cfg.train.batch_tokens,
+                                     self.device)
+        except Exception as error:  # noqa: BLE001 - whatever a measurement raises, the run's scores stand
+            self.log(f"warning: measuring the trained model failed ({type(error).__name__}: {error}); "
+                     "its metrics.json has no measurements")
+            return {}
         if measured:
             self.log("measured on the validation set: " + ", ".join(
                 f"{name} {'undefined' if value is None else f'{value:.4f}'}" for name, value in measured.items()))

@@ -31,12 +31,12 @@ import sys
 import torch
 
 from nmt.analysis.common import (Run, add_run_arguments, evaluation_text, load_run, prepare_out, save_figure,
-                                 teacher_forced_batches, write_summary)
+                                 traced_batches, write_summary)
 from nmt.cells.atr import ATRCell
 from nmt.cli import command_parser, run_main
 from nmt.errors import UserError
 from nmt.figures import subplots
-from nmt.measures import atr_gates_by_sentence, gate_correlations, pearson
+from nmt.measures import pearson
 
 MIN_SENTENCES_PER_POSITION = 10  # positions seen in fewer sentences are too noisy to plot
 
@@ -70,8 +70,15 @@ def atr_layer(run: Run, side: str, layer: int) -> tuple[ATRCell, ATRCell | None]
 
 def record_gates(run: Run, cell: ATRCell, pairs, side: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """Per sentence (input order): (i, f), each (length, d_h), padding removed."""
-    gates = atr_gates_by_sentence(run.model, cell, teacher_forced_batches(run, pairs), side)
-    return [gates[index] for index in range(len(pairs))]
+    gates: list = [None] * len(pairs)
+    for batch, trace in traced_batches(run, pairs, cell):
+        forward = [(i, f) for i, f, direction in trace if direction == 0]
+        i = torch.stack([i for i, _ in forward], dim=1)
+        f = torch.stack([f for _, f in forward], dim=1)
+        lengths = (batch.tgt_mask if side == "decoder" else batch.src_mask).sum(dim=1).tolist()
+        for row, (index, length) in enumerate(zip(batch.indices, lengths)):
+            gates[index] = (i[row, :length].double(), f[row, :length].double())
+    return gates
 
 
 def dependency_vectors(i: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
@@ -106,7 +113,6 @@ def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int
             higher: ATRCell | None = None) -> tuple[dict, dict]:
     gates = record_gates(run, cell, pairs, side)
     higher_gates = record_gates(run, higher, pairs, side) if higher is not None else None
-    correlations = gate_correlations(gates)
     all_i = torch.cat([i.flatten() for i, _ in gates])
     all_f = torch.cat([f.flatten() for _, f in gates])
     token_i = [i.mean(dim=1) for i, _ in gates]
@@ -127,8 +133,8 @@ def analyse(run: Run, cell: ATRCell, pairs, side: str, layer: int, sentence: int
     summary = {
         "checkpoint": str(run.directory), "side": side, "layer": layer, "sentences": len(pairs),
         "gate_elements": all_i.numel(),
-        "pearson_r_elements": correlations["elements"],
-        "pearson_r_token_means": correlations["token_means"],
+        "pearson_r_elements": pearson(all_i, all_f),
+        "pearson_r_token_means": pearson(torch.cat(token_i), torch.cat(token_f)),
         "pearson_r_position_means": pearson([p["input_gate"] for p in positions], [p["forget_gate"] for p in positions]),
         "mean_input_gate": float(all_i.mean()), "mean_forget_gate": float(all_f.mean()),
         "positions": positions,

@@ -46,12 +46,14 @@ OTHER_BLEU_NAME = "lowercased, intl-tokenised BLEU"
 
 @dataclass(frozen=True)
 class RowStats:
-    """A row's scores over its scored seeds, and the seeds it plans."""
+    """A row's scores over its scored seeds, and the seeds it plans and has ended (scored seeds without a
+    value of the metric, e.g. a measurement older records lack, count as ended but not in ``n``)."""
 
     mean: float
     std: float
     n: int
     planned: int
+    ended: int
 
     def term(self, weight: float) -> tuple[float, float, float, int]:
         return weight, self.mean, self.std, self.n
@@ -62,10 +64,9 @@ def row_stats(table: StudyTable, records: list[dict], metric: str = "test_bleu")
     after the still-improving ones are set aside)."""
     out = {}
     for row in table.rows.to_dict("records"):
-        values = [float(r["metrics"][metric]) for r in records if r["label"] == row["label"] and scored(r)
-                  and r["metrics"].get(metric) is not None]
-        mean, std, n = mean_std(values)
-        out[row["label"]] = RowStats(mean, std, n, int(row["seeds"]))
+        ended = [r for r in records if r["label"] == row["label"] and scored(r)]
+        mean, std, n = mean_std([float(r["metrics"][metric]) for r in ended if r["metrics"].get(metric) is not None])
+        out[row["label"]] = RowStats(mean, std, n, int(row["seeds"]), len(ended))
     return out
 
 
@@ -86,7 +87,7 @@ def other_bleu_stats(table: StudyTable, records: list[dict], references_text: li
                 return None
             scores.append(metric.corpus_score(lines, None).score)
         mean, std, n = mean_std(scores)
-        out[label] = RowStats(mean, std, n, stats.planned)
+        out[label] = RowStats(mean, std, n, stats.planned, stats.ended)
     return out
 
 
@@ -120,9 +121,11 @@ def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None
         planned = rows[claim.row].planned
         return ended >= 1, ended >= planned, "" if ended >= planned else f"{claim.row} has {ended} of {planned} seeds"
     involved = list(claim_weights(claim, reference))
-    missing = [f"{label} has {rows[label].n} of {rows[label].planned} seeds" for label in involved
-               if rows[label].n < rows[label].planned]
-    return all(rows[label].n >= 2 for label in involved), not missing, "; ".join(missing)
+    missing = [f"{label} has {rows[label].ended} of {rows[label].planned} seeds" for label in involved
+               if rows[label].ended < rows[label].planned]
+    unmeasured = [f"{label}: {rows[label].n} of its {rows[label].ended} ended seeds recorded {claim.metric}"
+                  for label in involved if rows[label].n < rows[label].ended]
+    return all(rows[label].n >= 2 for label in involved), not missing, "; ".join(missing + unmeasured)
 
 
 def verdict(kind: str, estimate: float, adjusted_p: float, mean_interval: tuple[float, float],

@@ -41,6 +41,7 @@ from study.analysis.tables import (
     markdown_table,
 )
 from study.spec.claims import ClaimSpec
+from study.spec.metrics import absolute_metrics
 from study.store.claim_declarations import AFTER, UNRECORDED
 
 FILES = ("claims.md", "claims.csv", "claims.tex")
@@ -60,17 +61,19 @@ class ClaimsTable:
         out = []
         for row in self.rows.to_dict("records"):
             diverges = row["kind"] == "diverges"
+            digits = 3 if row["metric"] in absolute_metrics() else 2  # a correlation's third decimal matters (-0.982)
             out.append({
                 "claim": row["claim"],
                 "kind": row["kind"].replace("_", " ") + ("" if row["metric"] == "test_bleu" else f" ({row['metric']})"),
-                "ours": "-" if diverges else _with_fraction(row["estimate"], row["fraction"]),
-                "paper": "fails to converge" if diverges else _with_fraction(row["paper_value"], row["paper_fraction"]),
-                "paper on our scale": "-" if diverges else _value(row["paper_scaled"]),
-                "CI (seeds)": _interval(row["seeds_ci_low"], row["seeds_ci_high"]),
-                "one run": _interval(row["run_low"], row["run_high"]),
+                "ours": "-" if diverges else _with_fraction(row["estimate"], row["fraction"], digits),
+                "paper": "fails to converge" if diverges else _with_fraction(row["paper_value"], row["paper_fraction"],
+                                                                             digits),
+                "paper on our scale": "-" if diverges else _value(row["paper_scaled"], digits=digits),
+                "CI (seeds)": _interval(row["seeds_ci_low"], row["seeds_ci_high"], digits),
+                "one run": _interval(row["run_low"], row["run_high"], digits),
                 "CI (test set)": format_interval(row["bootstrap_ci_low"], row["bootstrap_ci_high"]),
                 "p (Holm)": format_p(row["adjusted_p"]),
-                "MDE": _value(row["mde"], signed=False),
+                "MDE": _value(row["mde"], signed=False, digits=digits),
                 "seeds needed": row["seeds_needed_text"],
                 "verdict": row["verdict_text"],
                 "without improving": row["sensitivity_text"],
@@ -90,27 +93,28 @@ class ClaimsTable:
         return latex_table(self.frame(), self.title, self.notes(), label)
 
 
-def _value(value: float, signed: bool = True) -> str:
-    """A BLEU difference to 2 decimals; a count or a speed (parameters, tokens/s) whole, with separators."""
+def _value(value: float, signed: bool = True, digits: int = 2) -> str:
+    """A BLEU difference to 2 decimals (a correlation to 3); a count or a speed (parameters, tokens/s) whole, with
+    separators."""
     if value is not None and not math.isnan(value) and abs(value) >= 1000:
         return f"{value:+,.0f}" if signed else f"{value:,.0f}"
-    return format_number(value, signed=signed)
+    return format_number(value, digits, signed=signed)
 
 
-def _with_fraction(value: float, fraction: float) -> str:
+def _with_fraction(value: float, fraction: float, digits: int = 2) -> str:
     """"-2.45 (-6.5%)": a comparison and its fraction of the sizing row's score; "-" without one; the value
     alone where nothing sizes it (a row's own value of an absolute metric)."""
     if value is None or math.isnan(value):
         return "-"
     if fraction is None or math.isnan(fraction):
-        return _value(value)
-    return f"{_value(value)} ({format_number(100 * fraction, 1, signed=True)}%)"
+        return _value(value, digits=digits)
+    return f"{_value(value, digits=digits)} ({format_number(100 * fraction, 1, signed=True)}%)"
 
 
-def _interval(low: float, high: float) -> str:
+def _interval(low: float, high: float, digits: int = 2) -> str:
     if low is not None and not math.isnan(low) and max(abs(low), abs(high)) >= 1000:
         return f"[{_value(low)}, {_value(high)}]"
-    return format_interval(low, high)
+    return format_interval(low, high, digits)
 
 
 def protocol_note(family: int, own_values: bool = False) -> str:

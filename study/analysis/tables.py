@@ -308,11 +308,11 @@ def format_number(value, digits: int = 2, signed: bool = False) -> str:
     return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
 
 
-def format_interval(low: float, high: float) -> str:
+def format_interval(low: float, high: float, digits: int = 2) -> str:
     """A signed interval of a difference, "[-1.20, +0.35]"; "-" where there is none (NaN)."""
     if low is None or math.isnan(low):
         return "-"
-    return f"[{format_number(low, signed=True)}, {format_number(high, signed=True)}]"
+    return f"[{format_number(low, digits, signed=True)}, {format_number(high, digits, signed=True)}]"
 
 
 def format_p(value: float) -> str:

@@ -35,8 +35,7 @@ from typing import Literal
 
 from nmt.errors import ConfigError
 from nmt.typed_config import build_dataclass, suggest
-from nmt.measures import measured_cells
-from study.spec.metrics import absolute_metrics, claim_metrics
+from study.spec.metrics import METRICS, absolute_metrics, claim_metrics
 
 CLAIM_KINDS = ("direction", "size", "no_difference", "diverges")
 CLAIM_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,47}")
@@ -85,7 +84,7 @@ def parse_claims(raw, source: str) -> list[ClaimSpec]:
         return []
     if not isinstance(raw, list):
         raise ConfigError(f"{source}: claims: a list of claims (each a mapping with name, says, claim, paper and "
-                          f"one of row, contrast or slope), got {type(raw).__name__}")
+                          f"one of row, contrast, slope or value_of), got {type(raw).__name__}")
     claims = []
     for index, item in enumerate(raw):
         if not isinstance(item, dict):
@@ -118,6 +117,9 @@ def validate_claims(claims: list[ClaimSpec], labels: list[str], reference: str |
         if claim.metric not in allowed:
             fail("metric", f"= {claim.metric!r}{suggest(claim.metric, list(allowed), '', quote=True)}; a claim "
                            f"compares one of {', '.join(allowed)}")
+        if claim.metric in absolute_metrics() and claim.value_of is None:
+            fail("metric", f"= {claim.metric!r} is a value on its own scale (a correlation), whose difference between rows "
+                           f"no row's score can size; judge a row's own value with value_of: ROW")
         _validate_comparison(claim, labels, reference, fail)
         _validate_paper(claim, fail)
         if row_cells is not None:
@@ -209,8 +211,9 @@ def _validate_value_of(claim: ClaimSpec, labels: list[str], fail) -> None:
     if claim.claim not in ("direction", "size"):
         fail("claim", f"= {claim.claim}: a value_of claim is direction (the paper's sign) or size (its sign and "
                       f"value); a no_difference margin is a fraction of a row's score, which value_of has none of")
-    if claim.relative_to is not None:
-        fail("relative_to", "a value_of claim compares the paper's value as it is; leave relative_to out")
+    for part in ("relative_to", "against"):
+        if getattr(claim, part) is not None:
+            fail(part, f"a value_of claim judges one row's own value against the paper's as it is; leave {part} out")
     if claim.margin is not None or claim.margin_basis:
         fail("margin" if claim.margin is not None else "margin_basis", "only a no_difference claim has a margin")
 
@@ -228,6 +231,9 @@ def claim_rows(claim: ClaimSpec, reference: str | None) -> list[str]:
 
 def _validate_measured(claim: ClaimSpec, row_cells: dict[str, str], reference: str | None, fail) -> None:
     """A unit's own measurement (nmt.measures) exists only in rows of that unit."""
+    # function-level: nmt.measures imports torch, which reading a study file needs only here
+    from nmt.measures import measured_cells
+
     cells = measured_cells(claim.metric)
     if not cells:
         return
@@ -268,8 +274,11 @@ def _validate_paper(claim: ClaimSpec, fail) -> None:
         if paper.reference is not None:
             fail("paper.reference", f"= {paper.reference!r}: a value_of claim compares the paper's value as it is, "
                                     f"not as a fraction of a score; leave paper.reference out")
-        if abs(paper.value) > LARGEST:
-            fail("paper.value", f"= {paper.value!r}: at most {LARGEST:g} in size")
+        correlation = next(m.record_check == "correlation" for m in METRICS if m.name == claim.metric)
+        largest = 1.0 if correlation else LARGEST
+        if abs(paper.value) > largest:
+            bound = "a correlation lies in [-1, 1]" if correlation else f"at most {largest:g} in size"
+            fail("paper.value", f"= {paper.value!r}: {bound}")
         return
     if paper.reference is None or not math.isfinite(paper.reference) or not 0 < paper.reference <= LARGEST_SCORE:
         fail("paper.reference", f"= {paper.reference!r}: the paper's score (BLEU > 0, or the claim's metric, at most "

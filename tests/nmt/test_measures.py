@@ -1,7 +1,8 @@
 """The measurements a run takes when it ends (``nmt.measures``): ATR's gate correlation in
 ``metrics.json`` equals what ``nmt.analysis.atr_gates`` measures on the selected model over the same
-text, every real position counted once (against a hand loop over the traced gates), and a unit without
-measurements records none.
+text (its own code path: whole sentences kept), every real position counted once on each decoder style
+(against a hand loop, one sentence at a time), the running sums equal to Pearson's r of the whole
+series, a failing measurement leaves the run's scores, and a unit without measurements records none.
 
 Modules covered here: ``nmt.measures``."""
 
@@ -16,7 +17,7 @@ import torch
 from nmt.analysis import atr_gates
 from nmt.analysis.common import load_run
 from nmt.data.batching import make_batches
-from nmt.measures import MEASURES, atr_decoder_gates, measured_cells, pearson, take_measures
+from nmt.measures import MEASURES, CoMoments, atr_decoder_gates, measured_cells, pearson, take_measures
 from nmt.trainer import Trainer, run
 
 
@@ -37,6 +38,17 @@ def test_pearson_stays_inside_minus_one_to_one_and_is_nan_without_spread():
     assert math.isnan(pearson([0.5, 0.5, 0.5], [1.0, 2.0, 3.0])) and math.isnan(pearson([1.0], [2.0]))
 
 
+def test_running_sums_give_the_r_of_the_whole_series():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.rand(5000, generator=generator, dtype=torch.float64) * 0.2 + 0.4
+    y = 1 - x + 0.05 * torch.rand(5000, generator=generator, dtype=torch.float64)
+    moments = CoMoments()
+    for start, stop in ((0, 1), (1, 700), (700, 700), (700, 4999), (4999, 5000)):  # uneven chunks, an empty one
+        moments.add(x[start:stop], y[start:stop])
+    assert moments.n == 5000 and moments.r() == pytest.approx(pearson(x, y), abs=1e-12)
+    assert math.isnan(CoMoments().r())
+
+
 def test_a_finished_atr_run_records_the_gate_correlation_the_analysis_measures(tiny_config, tiny_data, tmp_path):
     cfg = tiny_config("model.cell=atr", "model.decoder_style=conditional", "train.max_epochs=2")
     trainer = Trainer(cfg, tmp_path / "atr", log=lambda _: None, data=tiny_data)
@@ -52,11 +64,12 @@ def test_a_finished_atr_run_records_the_gate_correlation_the_analysis_measures(t
     assert all(c.trace is None for c in trainer.model.decoder.cells)  # measuring leaves no trace switched on
 
 
-def test_the_correlation_counts_every_real_target_position_once(tiny_config, tiny_data):
-    """A hand loop: one sentence at a time (no padding at all), the lower cell's gates at each target position."""
+@pytest.mark.parametrize("style", [[], ["model.decoder_style=conditional"], ["model.input_feeding=false"]])
+def test_the_correlation_counts_every_real_target_position_once(tiny_config, tiny_data, style):
+    """A hand loop: one sentence at a time (no padding at all), the first cell's gates at each target position."""
     from nmt.model import build_model
 
-    cfg = tiny_config("model.cell=atr")
+    cfg = tiny_config("model.cell=atr", *style)
     torch.manual_seed(3)
     model = build_model(cfg.model, len(tiny_data.src_vocab), len(tiny_data.tgt_vocab)).eval()
     examples = tiny_data.valid[:7]
@@ -75,6 +88,21 @@ def test_the_correlation_counts_every_real_target_position_once(tiny_config, tin
     i, f = torch.cat(inputs).double(), torch.cat(forgets).double()
     expected = float(torch.corrcoef(torch.stack([i, f]))[0, 1])
     assert measured["atr_gate_r"] == pytest.approx(expected, abs=1e-6)  # float32 gates, padded vs unpadded batches
+
+
+def test_a_measurement_that_fails_leaves_the_run_scored(tiny_config, tiny_data, tmp_path, monkeypatch):
+    import nmt.trainer
+
+    def broken(*_):
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(nmt.trainer, "take_measures", broken)
+    lines = []
+    trainer = Trainer(tiny_config("model.cell=atr"), tmp_path / "atr", log=lines.append, data=tiny_data)
+    trainer.fit()
+    metrics = trainer.final_metrics()
+    assert "test_bleu" in metrics and "atr_gate_r" not in metrics
+    assert any("measuring the trained model failed (RuntimeError: out of memory)" in line for line in lines)
 
 
 def test_a_unit_without_measurements_records_none(tiny_config, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from nmt.errors import ConfigError
-from study.analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, REPRODUCED, claim_weights
+from study.analysis.claims import INCONCLUSIVE, NOT_REPRODUCED, NOT_TESTED, REPRODUCED, claim_weights
 from study.analysis.claims_table import claims_table
 from study.analysis.tables import build_table
 from study.spec.loading import spec_from_dict
@@ -60,14 +60,18 @@ def test_a_claim_without_value_of_keeps_the_hash_it_was_declared_with():
                           r"trains model\.cell 'gru'"),
     ({"claim": "no_difference", "margin": 0.1, "margin_basis": "x"}, r"claims\[0\]\.claim: = no_difference: a value_of "
                                                                      r"claim is direction .* or size"),
-    ({"relative_to": "GRU"}, r"claims\[0\]\.relative_to: a value_of claim compares the paper's value as it is"),
+    ({"relative_to": "GRU"}, r"claims\[0\]\.relative_to: a value_of claim judges one row's own value"),
     ({"margin": 0.1}, r"claims\[0\]\.margin: only a no_difference claim has a margin"),
     ({"paper": {"value": -0.98, "reference": 1.0, "source": "x"}}, r"claims\[0\]\.paper\.reference: = 1\.0: a value_of "
                                                                    r"claim compares the paper's value as it is"),
     ({"paper": {"value": 0.0, "source": "x"}}, r"claims\[0\]\.paper\.value: is 0, which has no direction"),
     ({"row": "ATR"}, r"claims\[0\]\.row: give exactly one of row .* or value_of \(a row's own value\); got row, value_of"),
-    ({"value_of": None, "row": "ATR", "against": "GRU", "paper": {"value": -0.5, "reference": 1.0, "source": "x"}},
-     r"claims\[0\]\.metric: = 'atr_gate_r' is measured only in trials of model\.cell atr; row 'GRU'"),
+    ({"value_of": None, "row": "ATR 2", "against": "ATR", "paper": {"value": -0.5, "reference": 1.0, "source": "x"}},
+     r"claims\[0\]\.metric: = 'atr_gate_r' is a value on its own scale \(a correlation\), whose difference between rows "
+     r"no row's score can size; judge a row's own value with value_of: ROW"),
+    ({"against": "ATR 2"}, r"claims\[0\]\.against: a value_of claim judges one row's own value against the paper's as it "
+                           r"is; leave against out"),
+    ({"paper": {"value": -98.19, "source": "x"}}, r"claims\[0\]\.paper\.value: = -98\.19: a correlation lies in \[-1, 1\]"),
 ])
 def test_every_bad_value_claim_is_one_line_naming_the_key(change, message):
     with pytest.raises(ConfigError, match=message) as error:
@@ -112,7 +116,7 @@ def test_a_value_claim_is_judged_by_the_rule_against_scipys_one_sample_test():
     assert rows.loc["far", "verdict"] == NOT_REPRODUCED  # significant, but -0.98 far outside it
     assert rows.loc["negative", "verdict"] == REPRODUCED
     frame = table.frame().set_index("claim")
-    assert frame.loc["atr-gates", "ours"] == "-0.96" and frame.loc["atr-gates", "paper"] == "-0.98"
+    assert frame.loc["atr-gates", "ours"] == "-0.960" and frame.loc["atr-gates", "paper"] == "-0.980"  # 3 decimals
     assert frame.loc["atr-gates", "kind"] == "size (atr_gate_r)"
     assert "a claim on a row's own value (a correlation) compares it as it is" in table.markdown()
 
@@ -122,6 +126,15 @@ def test_a_value_claim_with_a_wide_spread_is_inconclusive_and_waits_for_its_seed
     assert wide.rows.loc[0, "verdict"] == INCONCLUSIVE
     unfinished = judged([gate_claim()], {"GRU": [None] * 3, "ATR": [-0.9, -0.95], "ATR 2": [-0.5] * 3})
     assert unfinished.rows.loc[0, "why_not_tested"] == "ATR has 2 of 3 seeds"
+
+
+def test_seeds_that_ended_without_the_measurement_are_named_and_do_not_hold_the_claim_back():
+    """A seed whose record has no value (an older record, an undefined r) has ended: the claim is judged on the
+    others when 2 or more have one, and is not tested, naming why, when fewer do."""
+    judged_on_two = judged([gate_claim()], {"GRU": [None] * 3, "ATR": [-0.95, None, -0.96], "ATR 2": [-0.5] * 3})
+    assert judged_on_two.rows.loc[0, "verdict"] == REPRODUCED
+    one = judged([gate_claim()], {"GRU": [None] * 3, "ATR": [-0.95, None, None], "ATR 2": [-0.5] * 3}).rows.loc[0]
+    assert one["verdict"] == NOT_TESTED and one["why_not_tested"] == "ATR: 1 of its 3 ended seeds recorded atr_gate_r"
 
 
 @pytest.mark.parametrize("value, message", [(1.5, r"'atr_gate_r' is 1\.5, above 1"), (-1.01, r"'atr_gate_r' is -1\.01, below -1")])
