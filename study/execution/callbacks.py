@@ -6,15 +6,16 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from ray import tune
 
 from nmt.durations import clock
 from study.execution.disk_watch import StorageStopper
-from study.execution.row_cost import epoch_seconds_for, finishing_time
+from study.execution.row_cost import finishing_time
 from study.execution.tracking import EPOCH_LOGGED, StudyTracker
 from study.execution.trainable import SAMPLE, sampled_params, trial_config, trial_key
+from study.execution.trial_prices import ANY_ROW, SIZED, TrialPrices
 from study.spec.model import MetricSpec
 from study.spec.options import print_line
 from study.store.records import error_summary, search_label, trial_record
@@ -34,12 +35,14 @@ def _trial_key(trial) -> tuple[str, str, int, dict]:
 class VerdictCallback(tune.Callback):
     """Records in the trial store when Ray gives up on a trial: ``failed`` once every retry
     failed, ``stopped`` when a scheduler (asha) ended it early. Trials stopped because the
-    results directory is in trouble get no verdict (they run again on --resume), and a failed
-    write here goes to the storage stopper, which ends the study with one line."""
+    results directory is in trouble get no verdict (they run again on --resume), nor do those ``--time-limit``
+    held back (``held_back``, their keys), and a failed write here goes to the storage stopper, which ends
+    the study with one line."""
 
-    def __init__(self, store: TrialStore, storage: StorageStopper):
+    def __init__(self, store: TrialStore, storage: StorageStopper, held_back: Container[str] = frozenset()):
         self.store = store
         self.storage = storage
+        self.held_back = held_back
 
     def _write(self, trial, write, *args) -> None:
         if self.storage.trouble() is not None:
@@ -73,7 +76,7 @@ class VerdictCallback(tune.Callback):
                                    "sample": trial.config.get(SAMPLE)})
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        if not (trial.last_result or {}).get("final"):
+        if not (trial.last_result or {}).get("final") and trial_key(trial.config) not in self.held_back:
             self._give_up(trial, "stopped")
 
 
@@ -112,8 +115,8 @@ class MlflowCallback(tune.Callback):
         self._run_id(trial)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        if result.get("final"):
-            return  # final metrics are logged by the driver's reconcile step, with the artifacts
+        if result.get("final") or "epoch" not in result:
+            return  # final metrics are logged by the driver's reconcile step, with the artifacts; a start has none
         step = int(result.get("epoch", result.get("training_iteration", 0)))
         metrics = {k: v for k, v in result.items() if k in EPOCH_LOGGED}
         self.tracker.log_epoch(self._run_id(trial), metrics, step, reported_at(result))
@@ -176,7 +179,7 @@ class ProgressCallback(tune.Callback):
 
     def __init__(self, total: int, metric: MetricSpec, concurrency: int, every: float = 30.0,
                  finished_before: dict[str, dict] | None = None, planned: dict[str, str] | None = None,
-                 row_work: dict[str, float] | None = None, say: Callable[[str], None] = print_line):
+                 say: Callable[[str], None] = print_line, prices: TrialPrices | None = None):
         self.say = say  # progress lines: stdout, or the caller of study.api.run_study
         self.total = total
         self.metric = metric.name  # the best so far, by the study's first metric
@@ -189,14 +192,7 @@ class ProgressCallback(tune.Callback):
         self.finished: dict[str, str] = {}
         # the ETA counts trial time the trials report, not the driver's clock: a resumed study
         # replays its finished trials in seconds and continues the others from their checkpoints
-        self.trial_costs: list[float] = []  # training seconds of each finished trial
-        self.row_costs: dict[str, list[float]] = {}  # the same by row label: rows can differ 3x in speed
-        self.trial_epochs: list[float] = []  # epochs each finished trial trained (early stopping varies them)
-        self.row_epoch_seconds: dict[str, list[float]] = {}  # seconds an epoch of each finished trial, by row
-        # each row's forward products per token (study.execution.row_cost): prices the rows not timed yet from those timed
-        self.row_work = dict(row_work or {})
-        # key: (label, training seconds so far, epochs so far), unfinished
-        self.trained: dict[str, tuple[str, float, float]] = {}
+        self.prices = prices if prices is not None else TrialPrices()  # with rows' sizes: study.execution.trial_prices
         # a grid's trials, {key: label}, so the ETA can price the ones not started by their rows
         self.planned = dict(planned or {})
         # a resumed study's trials that had finished ({key: stored metrics with their "label"}): done from
@@ -205,7 +201,7 @@ class ProgressCallback(tune.Callback):
         self.ended_keys: set[str] = set()  # keys of the trials this run has seen end
         for metrics in self.finished_before.values():
             self._note_best(metrics.get(self.metric), metrics.get("label", ""))
-            self._note_cost(metrics.get("elapsed_seconds"), metrics.get("label", ""), metrics.get("epochs"))
+            self.prices.note_finished(metrics.get("elapsed_seconds"), metrics.get("label", ""), metrics.get("epochs"))
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._print(trials, force=not self.last_line)  # the first start, then completions and every 30 s
@@ -215,22 +211,22 @@ class ProgressCallback(tune.Callback):
         self._note_best(result.get(self.metric), label)
         if result.get("final"):
             self.finished[trial.trial_id] = result.get("status", "ok")
-            self.trained.pop(key, None)
+            self.prices.forget(key)
             before = key in self.finished_before
             self.ended_keys.add(key)
             if not before:
-                self._note_cost(result.get("elapsed_seconds"), label, result.get("epochs"))
+                self.prices.note_finished(result.get("elapsed_seconds"), label, result.get("epochs"))
             self._print_finished(trial, result, before)
         elif isinstance(result.get("elapsed_s"), (int, float)):
-            epochs = result.get("epochs_trained")
-            self.trained[key] = (label, result["elapsed_s"], epochs if isinstance(epochs, (int, float)) else 0.0)
+            self.prices.note_progress(key, label, result["elapsed_s"], result.get("epochs_trained"))
         self._print(trials)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self.finished.setdefault(trial.trial_id, "stopped")
         key = _trial_key(trial)[0]
+        if key not in self.prices.held_back:  # a trial held back is not done: the next run starts or continues it
+            self.finished.setdefault(trial.trial_id, "stopped")
         self.ended_keys.add(key)  # counted once, by its trial, from now on
-        self.trained.pop(key, None)
+        self.prices.forget(key)
         self._print(trials, force=True)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
@@ -243,21 +239,13 @@ class ProgressCallback(tune.Callback):
         self.finished[trial.trial_id] = "failed"
         key = _trial_key(trial)[0]
         self.ended_keys.add(key)
-        self.trained.pop(key, None)
+        self.prices.forget(key)
         self._print(trials, force=True)
 
     def _note_best(self, value, label: str) -> None:
         if isinstance(value, (int, float)) and math.isfinite(value):
             if self.best is None or (value > self.best[0] if self.mode == "max" else value < self.best[0]):
                 self.best = (value, label)
-
-    def _note_cost(self, seconds, label: str, epochs=None) -> None:
-        if isinstance(seconds, (int, float)) and seconds > 0:
-            self.trial_costs.append(seconds)
-            self.row_costs.setdefault(label, []).append(seconds)
-            if isinstance(epochs, (int, float)) and epochs > 0:
-                self.trial_epochs.append(epochs)
-                self.row_epoch_seconds.setdefault(label, []).append(seconds / epochs)
 
     def _print_finished(self, trial, result: dict, before: bool = False) -> None:
         """One line per finished trial: its row, seed, training progress and scores."""
@@ -283,53 +271,40 @@ class ProgressCallback(tune.Callback):
         done = len(ended)
         counts = {s: sum(v == s for v in ended) for s in ("truncated", "diverged", "failed", "stopped")}
         extra = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        held = sum(key in self.prices.held_back for key in self.ended_keys)
         best = f" | best {self.metric} {self.best[0]:.2f} ({self.best[1]})" if self.best else ""
         self.say(f"[{clock(now - self.started)}] trials: {running} running, {done}/{self.total} done"
-                 f"{' (' + extra + ')' if extra else ''}{best}{self._eta(done)}")
+                 f"{' (' + extra + ')' if extra else ''}{f', {held} held back by --time-limit' if held else ''}"
+                 f"{best}{self._eta(done + held)}")
 
-    def _eta(self, done: int) -> str:
+    def _eta(self, ended: int) -> str:
         """A trial not started costs the mean training time of its row's finished trials, a trial under
         way the rest of that mean; ``concurrency`` of them run at once. A row with no finished trial but
         one under way is priced at that trial's time per epoch times the mean epochs of the finished
         trials (a deeper row's epochs cost more); a row with neither at the time per epoch its model's
         size predicts from the rows timed so far (``study.execution.row_cost.epoch_seconds_for``), times those
-        mean epochs; a row without a size, or a search's samples, at the mean finished trial. The
-        line says how many rows are priced by size or at the mean trial. The trials share the
-        ``concurrency`` workers as Tune hands them out (``finishing_time``), so the last trials of a
-        study, fewer than the workers, cost their own length, not a share of it."""
-        if not self.trial_costs or done >= self.total:
+        mean epochs; a row without a size, or a search's samples, at the mean finished trial
+        (``study.execution.trial_prices``). The line says how many rows are priced by size or at the mean
+        trial. The trials share the ``concurrency`` workers as Tune hands them out (``finishing_time``), so the
+        last trials of a study, fewer than the workers, cost their own length, not a share of it. Trials
+        held back by ``--time-limit`` are left to the next run and out of the ETA."""
+        prices = self.prices
+        if not prices.known() or ended >= self.total:
             return ""
-        overall = sum(self.trial_costs) / len(self.trial_costs)
-        mean_epochs = sum(self.trial_epochs) / len(self.trial_epochs) if self.trial_epochs else None
-        epoch_times: dict[str, list[float]] = {}
-        for label, seconds, epochs in self.trained.values():
-            if epochs > 0:
-                epoch_times.setdefault(label, []).append(seconds / epochs)
-        untimed: set[str] = set()
-        sized: set[str] = set()
-        per_epoch = {label: statistics.fmean(times) for label, times in {**epoch_times, **self.row_epoch_seconds}.items()}
-        timed = [(self.row_work[label], seconds) for label, seconds in per_epoch.items() if label in self.row_work]
+        how_priced: dict[str, set[str]] = {SIZED: set(), ANY_ROW: set()}
 
         def expected(label: str) -> float:
-            costs = self.row_costs.get(label)
-            if costs:
-                return sum(costs) / len(costs)
-            if mean_epochs is not None and label in epoch_times:
-                return mean_epochs * sum(epoch_times[label]) / len(epoch_times[label])
-            if mean_epochs is not None and label in self.row_work:
-                seconds = epoch_seconds_for(self.row_work[label], timed)
-                if seconds is not None:
-                    sized.add(label)
-                    return mean_epochs * seconds
-            untimed.add(label)
-            return overall
+            seconds, how = prices.price(label)
+            how_priced.get(how, set()).add(label)
+            return seconds
 
-        under_way = [max(expected(label) - seconds, 0.0) for label, seconds, _ in self.trained.values()]
+        under_way = [max(expected(label) - seconds, 0.0) for label, seconds, _ in prices.trained.values()]
         if self.planned:
             queued = [expected(label) for key, label in self.planned.items()
-                      if key not in self.trained and key not in self.ended_keys and key not in self.finished_before]
+                      if key not in prices.trained and key not in self.ended_keys and key not in self.finished_before]
         else:
-            queued = [overall] * max(self.total - done - len(self.trained), 0)
+            queued = [statistics.fmean(prices.trial_costs)] * max(self.total - ended - len(prices.trained), 0)
+        sized, untimed = how_priced[SIZED], how_priced[ANY_ROW]
         notes = [f"{len(rows)} row{'' if len(rows) == 1 else 's'} not timed yet, priced {how}"
                  for rows, how in ((sized, "by its model's size" if len(sized) == 1 else "by their models' size"),
                                    (untimed, "at the mean trial")) if rows]

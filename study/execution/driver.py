@@ -45,7 +45,9 @@ from study.execution.row_cost import row_work
 from study.execution.run_tracking import open_parent_run, open_tracking, runs_closed_on_error
 from study.execution.study_data import prepare_data
 from study.execution.study_run import StudyRun, initial_state, mark_stopped
+from study.execution.time_limit import TimeLimit, check_time_limit
 from study.execution.trainable import ray_node_id
+from study.execution.trial_prices import TrialPrices
 from study.execution.tuner import build_tuner, optuna_database
 from study.spec.expansion import expand
 from study.spec.model import StudySpec, Trial
@@ -97,6 +99,7 @@ def run_study(spec: StudySpec, options: RunOptions) -> int:
 def check_placement(spec: StudySpec, options: RunOptions) -> tuple[str | None, dict]:
     """(the Ray cluster's address or None, one trial's resources), refused in one line when no
     trial can run: an unreachable cluster, more CPUs or GPUs than this machine has."""
+    check_time_limit(spec, options)
     address = check_address(options)
     resources = trial_resources(spec, options)
     if not address:
@@ -188,6 +191,7 @@ def with_run_resources(trials: list[Trial], run: StudyRun) -> list[Trial]:
         trial.config["train"]["numerics"] = run.spec.fields.numerics
         trial.storage = str(run.exp_dir)
         trial.mirror = run.options.where.storage or ""
+        trial.announce_start = run.options.how.time_limit is not None
     return trials
 
 
@@ -241,7 +245,9 @@ def _run_locked(run: StudyRun) -> int:
                 total = run.trials_to_run()
                 run.say(f"{total} trial{'' if total == 1 else 's'} ({run.spec.kind}); tracking {run.tracking_uri} "
                         f"(parent run {parent})")
-                records, received = run_trials(run)
+                records, received, held_back = run_trials(run)
+                if held_back and not received:
+                    return time_limited(run, records, held_back)
                 if received or len(records) < total or any(r["status"] == "running" for r in records):
                     return stopped(run, received)
         finally:  # Ray's processes wind down while the tables and plots are written
@@ -278,10 +284,10 @@ def stopped(run: StudyRun, received: bool) -> int:
     return 128 + (signal.SIGTERM if received else signal.SIGINT)
 
 
-def run_trials(run: StudyRun) -> tuple[list[dict], bool]:
+def run_trials(run: StudyRun) -> tuple[list[dict], bool, dict[str, str]]:
     """Run the trials on Ray Tune; (the trial store's records afterwards, whether SIGTERM stopped
-    them). A full or read-only results directory, or the study's lease in the store lost, stops every
-    trial and is one line (UserError)."""
+    them, the trials --time-limit held back: {key: "ROW seed S"}). A full or read-only results directory,
+    or the study's lease in the store lost, stops every trial and is one line (UserError)."""
     spec, options = run.spec, run.options
     storage = StorageStopper(run.exp_dir, lease=run.lease)
     with _sigterm_as_sigint() as received, tempfile.TemporaryDirectory(prefix="rnmt-ray-") as ray_storage:
@@ -290,7 +296,10 @@ def run_trials(run: StudyRun) -> tuple[list[dict], bool]:
             node = ray_node_id()
             for trial in run.trials:
                 trial.home_node = node
-        tuner, to_run = build_tuner(run, storage, Path(ray_storage), row_work=work)
+        prices = TrialPrices(work)
+        limit = None if options.how.time_limit is None else TimeLimit(options.how.time_limit, run.started, prices,
+                                                                      run.say)
+        tuner, to_run = build_tuner(run, storage, Path(ray_storage), prices, limit)
         try:
             if to_run:
                 tuner.fit()
@@ -301,10 +310,25 @@ def run_trials(run: StudyRun) -> tuple[list[dict], bool]:
             tuner = None  # Tune's Ray handles go before Ray does, also from a traceback's frame (see BackgroundShutdown)
     check_storage(run.exp_dir, storage, spec.name, continue_command(spec, options))
     pull_trial_records(options.where.storage, spec.name, run.exp_dir)  # trials that ran on other nodes, with --storage
-    return load_records(run.results_root, spec.name), bool(received)
+    return load_records(run.results_root, spec.name), bool(received), dict(prices.held_back)
 
 
 FAILED_TRIALS_EXIT = 1  # a study that finished with failed trials (2 is bad input, 130 Ctrl-C)
+TIME_LIMIT_EXIT = 3  # --time-limit held back trials: the study is not complete, --resume continues it
+
+
+def time_limited(run: StudyRun, records: list[dict], held_back: dict[str, str]) -> int:
+    """A run whose --time-limit held back trials: the trials under way finished, the others wait for the
+    next run. Their MLflow runs (opened by their first epoch) are marked KILLED, study.json is marked stopped,
+    what is done and the command that continues are said, and ``TIME_LIMIT_EXIT`` returned."""
+    run.tracker.close_stale_runs()
+    mark_stopped(run, f"--time-limit {run.options.how.time_limit:g}")
+    done = sum(record["status"] not in ("running", "failed") for record in records)
+    names = ", ".join(sorted(held_back.values())[:4]) + (" ..." if len(held_back) > 4 else "")
+    print(f"\n--time-limit {run.options.how.time_limit:g}: {len(held_back)} trial(s) held back ({names}), "
+          f"{done} of {run.trials_to_run()} done; what they trained is kept. Continue with: "
+          f"{continue_command(run.spec, run.options)}", file=sys.stderr, flush=True)
+    return TIME_LIMIT_EXIT
 
 
 def finish_or_say_how_to_resume(run: StudyRun, records: list[dict]) -> int:

@@ -11,6 +11,7 @@ from study.execution.dry_run import dry_run, stored_progress
 from study.execution.ray_setup import trial_resources, trials_at_once
 from study.store.remote_study import store_view
 from study.execution.study_data import prepare_data
+from study.execution.time_limit import check_time_limit
 from study.spec.expansion import expand
 from study.spec.model import StudySpec, Trial
 from study.spec.options import RunOptions
@@ -25,6 +26,7 @@ from study.store.trial_store import TrialStore
 
 def dry_run_study(spec: StudySpec, options: RunOptions) -> int:
     """--dry-run: the data prepared (and cached), every row's model timed; no Ray, no results."""
+    check_time_limit(spec, options)
     options.report.say(f"study {spec.name}: {spec.fields.description}")
     results = options.results_dir().resolve()
     sources = reuse_sources(spec, list(options.what.reuse_from), results)

@@ -108,6 +108,8 @@ def train_trial(config: dict) -> None:
             resume_from = store.local.resume_point(key)
             if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
                 store.forget_progress(key)
+                if trial.get("announce_start"):  # no epoch yet: --time-limit decides before the first is trained
+                    tune.report(finite_metrics({**identity, "final": 0, "epochs_trained": 0, "elapsed_s": 0.0}))
             else:  # where it stands, before another epoch: a scheduler decides on it as the first run did (asha)
                 last = store.local.last_progress(key)
                 if last.get("epoch") is not None:

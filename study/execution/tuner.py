@@ -12,19 +12,23 @@ from study.execution.disk_watch import StorageStopper
 from study.execution.ray_setup import trials_at_once
 from study.store.remote_study import pull_trial_results, search_pusher
 from study.execution.study_run import StudyRun
+from study.execution.time_limit import TimeLimit
 from study.execution.trainable import SAMPLE, TRIAL, train_trial
+from study.execution.trial_prices import TrialPrices
 from study.spec.model import StudySpec
 from study.store.trial_store import TrialStore
 
 
-def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_work: dict[str, float] | None = None):
+def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, prices: TrialPrices,
+                limit: TimeLimit | None = None):
     """A new Tuner on every run, also a resumed one: finished trials only report their stored
     result again, unfinished ones continue from their own checkpoints (study.store.trial_store). Ray's
     own experiment files (pickles) go to ``ray_storage``, a private temporary directory of the
     driver, never into the results directory, and are never read back: no results directory,
     shared or not, can make the driver unpickle anything, and a full results disk cannot break
-    Ray's bookkeeping. ``row_work`` (study.execution.row_cost) lets the progress line price the rows it has
-    not timed yet by their models' size."""
+    Ray's bookkeeping. ``prices`` (study.execution.trial_prices) price the trials for the progress line's ETA
+    and for ``limit``, the run's ``--time-limit`` (study.execution.time_limit), which holds back a trial that
+    would end after it."""
     # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
     from ray import tune
 
@@ -39,7 +43,7 @@ def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_w
     else:
         total = len(trials)
         param_space = {TRIAL: tune.grid_search([t.to_dict() for t in trials])}
-    callbacks = _callbacks(run, storage, total, row_work)
+    callbacks = _callbacks(run, storage, total, prices)
     if spec.fields.scheduler.type == "asha":
         # Ray loads when trials run or a cluster is probed (seconds of start-up), not when a study is checked
         from study.execution.asha import ResumableASHA, stored_epochs
@@ -58,14 +62,16 @@ def build_tuner(run: StudyRun, storage: StorageStopper, ray_storage: Path, row_w
         max_concurrent_trials=options.how.max_concurrent, trial_name_creator=_trial_name, trial_dirname_creator=_trial_name,
         reuse_actors=True)
     run_config = tune.RunConfig(
-        name=spec.name, storage_path=str(ray_storage), verbose=0, callbacks=callbacks, stop=storage,
+        name=spec.name, storage_path=str(ray_storage), verbose=0, callbacks=callbacks,
+        stop=storage if limit is None else tune.stopper.CombinedStopper(storage, limit),
         failure_config=tune.FailureConfig(max_failures=2))
     return tune.Tuner(trainable, param_space=param_space, tune_config=tune_config, run_config=run_config), total
 
 
-def _callbacks(run: StudyRun, storage: StorageStopper, total: int, row_work: dict[str, float] | None) -> list:
+def _callbacks(run: StudyRun, storage: StorageStopper, total: int, prices: TrialPrices) -> list:
     """What records, tracks and reports each trial as it runs: its verdict and record (the trial store), its
-    MLflow run, the progress line, and for a search the Optuna link and the --storage mirror."""
+    MLflow run, the progress line, and for a search the Optuna link and the --storage mirror. A trial that
+    --time-limit held back (``prices.held_back``) gets no verdict and does not count as done."""
     # they load Ray: imported when the trials start
     from study.execution.callbacks import MlflowCallback, OptunaLinkCallback, ProgressCallback, VerdictCallback
 
@@ -76,12 +82,11 @@ def _callbacks(run: StudyRun, storage: StorageStopper, total: int, row_work: dic
         if (metrics := store.finished_metrics(trial.key)) is not None}
     mirror = run.options.where.storage
     pull = functools.partial(pull_trial_results, mirror, spec.name, exp_dir) if mirror else None
-    callbacks = [VerdictCallback(store, storage), MlflowCallback(run.tracker, store, storage, pull),
+    callbacks = [VerdictCallback(store, storage, prices.held_back), MlflowCallback(run.tracker, store, storage, pull),
                  ProgressCallback(total, spec.metrics[0], trials_at_once(run.resources, run.options),
                                   finished_before=finished_before,
                                   planned=None if spec.fields.search is not None else
-                                  {trial.key: trial.label for trial in trials}, row_work=row_work,
-                                  say=run.say)]
+                                  {trial.key: trial.label for trial in trials}, prices=prices, say=run.say)]
     if spec.fields.search is not None:
         callbacks.append(OptunaLinkCallback(optuna_storage(run.results_root), spec.name, run.tracker))
         callbacks += _search_mirror(run)

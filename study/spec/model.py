@@ -192,6 +192,7 @@ class Trial:
     storage: str = ""  # the study's trial records (study.store.trial_store; set by the runner)
     mirror: str = ""  # --storage URI the trial mirrors its records and checkpoints to ("" for none)
     home_node: str = ""  # with a mirror, the driver's Ray node: a trial on another node works in node-local scratch
+    announce_start: bool = False  # --time-limit: a new trial reports before its first epoch, so it can be held back
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

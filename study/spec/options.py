@@ -102,6 +102,11 @@ class Execution:
     max_concurrent: int | None = option(None, "at most this many trials at once", int, metavar="N", minimum=1)
     gpus_per_trial: float | None = option(None, "GPU share per trial, e.g. 0.25 (default: the study's)", float,
                                           metavar="SHARE", minimum=0)
+    time_limit: float | None = option(None, "the hours this run may take: a trial starts, or continues from its "
+                                             "checkpoint, only if its row's longest trial so far says it ends within "
+                                             "them; the trials under way finish, and --resume continues the rest "
+                                             "(grids and ablations; leave a margin: the price is an estimate)", float,
+                                       metavar="HOURS")
     address: str | None = option(None, "join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
                                         "starting a local one", metavar="HOST:PORT")
 
@@ -162,6 +167,8 @@ class RunOptions:
                             "store; remove the study's objects there yourself, or choose another prefix")
         if self.what.langs and not self.what.data_dir:
             raise UserError("--langs needs --data-dir (the directory of the corpus)")
+        if self.how.time_limit is not None and self.how.time_limit <= 0:
+            raise UserError(f"--time-limit {self.how.time_limit:g}: must be more than 0 hours")
         if self.where.lease_seconds is not None and not self.where.storage:
             raise UserError("--lease-seconds needs --storage (the lease lives in the object store)")
 

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from nmt.durations import clock
 from study.execution.callbacks import ProgressCallback
 from study.execution.trainable import TRIAL
+from study.execution.trial_prices import TrialPrices
 from study.spec.model import MetricSpec
 
 BLEU = MetricSpec("valid_bleu", "max")
@@ -171,7 +172,7 @@ def test_a_row_not_started_is_priced_by_its_model_s_size(capsys):
         return capsys.readouterr().out.strip().splitlines()[-1]
 
     line = last_line(ProgressCallback(total=4, metric=BLEU, concurrency=1, every=0.0,
-                                      planned=planned, row_work=work))
+                                      planned=planned, prices=TrialPrices(work)))
     # 3L: 40 x 160 s, 6,400 - 1,600 left; 4L: 5 x the median of 100/2, 150/3, 160/4 seconds an epoch per unit
     # of work, 250 s, 40 epochs (the mean trial, 5,000 s, would underprice it by half)
     assert _eta_seconds(line) == 4800 + 40 * 250
@@ -216,3 +217,19 @@ def test_durations_of_an_hour_and_more_show_hours():
     assert clock(7 * 60 + 5) == "7m05s"
     assert clock(3600 + 7 * 60 + 5) == "1h07m05s"
     assert clock(36 * 3600) == "36h00m00s"
+
+
+def test_a_trial_held_back_by_the_time_limit_is_neither_done_nor_in_the_eta(capsys):
+    planned = {"key0": "GRU", "key1": "GRU", "key2": "GRU"}
+    prices = TrialPrices()
+    prices.held_back["key2"] = "GRU seed 2"
+    progress = ProgressCallback(total=3, metric=BLEU, concurrency=1, every=0.0, planned=planned, prices=prices)
+    trials = [_trial(str(i), seed=i) for i in range(3)]
+    progress.on_trial_result(0, trials, trials[0], {"final": 1, "status": "ok", "valid_bleu": 30.0,
+                                                    "elapsed_seconds": 1000.0})
+    progress.on_trial_complete(0, trials, trials[0])
+    progress.on_trial_result(0, trials, trials[2], {"final": 0, "elapsed_s": 0.0, "epochs_trained": 0})
+    progress.on_trial_complete(0, trials, trials[2])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "1/3 done, 1 held back by --time-limit" in line and "stopped" not in line
+    assert _eta_seconds(line) == 1000  # the one trial left to this run

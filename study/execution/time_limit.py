@@ -1,0 +1,78 @@
+"""``--time-limit HOURS``: a run that must end within a time it was given (a machine lent for three hours,
+a batch job's allocation) starts, or continues from its checkpoint, only a trial that its price says ends
+within that time; the trials under way then finish, and the run ends with the rest left for ``--resume``.
+A checkpoint does not outlive a machine that goes away, so a trial that could not finish there is better not
+started.
+
+Ray Tune starts every trial it has a free worker for, so a trial is held back at its first report of the
+run: at once for a trial that continues from a checkpoint (it says where it stands), after its first epoch
+for a new one (that epoch's checkpoint is kept: ``--resume`` continues from it, bit for bit). Its price is
+what is left of its row's longest trial so far (``study.execution.trial_prices``, with ``max``); before any
+trial of the study finished nothing is priced and a trial starts while time is left. Once the limit has
+passed, no trial starts or continues. The price is an estimate from trials that ran before, on this machine
+or others: a limit with a margin below the machine's own end is the safe way to give it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from nmt.durations import clock
+from nmt.errors import UserError
+from study.execution.trial_prices import TrialPrices
+from study.spec.model import StudySpec
+from study.spec.options import RunOptions
+
+
+def check_time_limit(spec: StudySpec, options: RunOptions) -> None:
+    """--time-limit is for grids and ablations: a search's sample stopped early would count as a finished
+    sample for Optuna (at its first epoch's score)."""
+    if options.how.time_limit is not None and spec.fields.search is not None:
+        raise UserError(f"study {spec.name}: --time-limit holds back grid trials only; a search's sample stopped at "
+                        f"its first epoch would count as finished for Optuna: leave out --time-limit, or set "
+                        f"search.num_samples to what fits")
+
+
+class TimeLimit:
+    """A Ray Tune stopper (``__call__`` and ``stop_all``; Ray is not imported here, so ``--dry-run`` checks
+    the option without it). It stops a trial at its first report of this run when the limit has passed or the
+    trial's price says it ends after it; such a trial goes into ``prices.held_back`` ({trial key: "ROW seed S"}):
+    it is not done and gets no verdict. ``now`` is the clock (``time.time``)."""
+
+    def __init__(self, hours: float, started: float, prices: TrialPrices, say: Callable[[str], None],
+                 now: Callable[[], float] = time.time):
+        self.deadline = started + hours * 3600.0
+        self.prices = prices
+        self.say = say
+        self.now = now
+        self.checked: set[str] = set()
+
+    def __call__(self, trial_id, result) -> bool:
+        key = result.get("trial_key")
+        if not isinstance(key, str) or result.get("final") or key in self.checked:
+            return False  # a finished trial's replay, or a trial already let through (also when Ray retries it)
+        self.checked.add(key)
+        label = str(result.get("label", ""))
+        trained = result.get("elapsed_s")
+        trained = float(trained) if isinstance(trained, (int, float)) else 0.0
+        self.prices.note_progress(key, label, trained, result.get("epochs_trained"))
+        left = self.deadline - self.now()
+        price, how = self.prices.price(label, max)
+        needs = None if price is None else max(price - trained, 0.0)
+        if left > 0 and (needs is None or needs <= left):
+            return False
+        seed = result.get("seed")
+        who = f"{label} seed {seed:g}" if isinstance(seed, (int, float)) else label  # reported as a float
+        self.prices.held_back[key] = who
+        epoch = result.get("epochs_trained")
+        why = ("the limit has passed" if left <= 0 else
+               f"it needs {clock(needs)} more, priced by {how} at the longest; {clock(left)} left")
+        if isinstance(epoch, (int, float)) and epoch > 0:
+            self.say(f"held back by --time-limit: {who} at epoch {epoch:g} ({why}); its checkpoint is kept, --resume "
+                     f"continues it")
+        else:
+            self.say(f"held back by --time-limit: {who}, not started ({why}); --resume starts it")
+        return True
+
+    def stop_all(self) -> bool:
+        return False

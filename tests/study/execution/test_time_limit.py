@@ -1,0 +1,96 @@
+"""--time-limit: a trial is held back at its first report of a run when the limit has passed or its row's
+longest trial says it ends after it; a trial let through is not asked again; nothing is held back unpriced while
+time is left; a search refuses the option."""
+
+from __future__ import annotations
+
+import pytest
+from study_helpers import search_study
+
+from nmt.errors import UserError
+from study.execution.time_limit import TimeLimit, check_time_limit
+from study.execution.trial_prices import TrialPrices
+from study.spec.loading import load_study
+from study.spec.options import Execution, RunOptions
+
+
+class Clock:
+    def __init__(self, now: float):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _report(key: str, label: str = "GRU", epochs: float = 0, seconds: float = 0.0, final: int = 0) -> dict:
+    return {"trial_key": key, "label": label, "seed": 1.0, "epochs_trained": epochs, "elapsed_s": seconds, "final": final}
+
+
+def _limit(hours: float, clock: Clock, prices: TrialPrices) -> tuple[TimeLimit, list[str]]:
+    said: list[str] = []
+    return TimeLimit(hours, started=0.0, prices=prices, say=said.append, now=clock), said
+
+
+def test_a_trial_starts_only_when_its_rows_longest_trial_ends_within_the_limit():
+    prices = TrialPrices()
+    prices.note_finished(1000.0, "GRU", 10)
+    prices.note_finished(2000.0, "GRU", 20)  # the longest: 2,000 s
+    clock = Clock(0.0)
+    limit, said = _limit(1.0, clock, prices)
+    clock.now = 3600.0 - 2000.0  # just fits
+    assert limit("t1", _report("a")) is False
+    clock.now = 3600.0 - 1999.0
+    assert limit("t2", _report("b")) is True
+    assert limit.prices.held_back == {"b": "GRU seed 1"}
+    assert said == ["held back by --time-limit: GRU seed 1, not started (it needs 33m20s more, priced by its row's "
+                    "finished trials at the longest; 33m19s left); --resume starts it"]
+    # a trial let through is not held back at a later epoch, and a held back trial's later results stop nothing new
+    clock.now = 3599.0
+    assert limit("t1", _report("a", epochs=5, seconds=900.0)) is False
+
+
+def test_a_continued_trial_is_priced_by_what_it_has_left_and_its_checkpoint_is_named():
+    prices = TrialPrices()
+    prices.note_finished(2000.0, "GRU", 20)
+    clock = Clock(3000.0)  # 600 s left
+    limit, said = _limit(1.0, clock, prices)
+    assert limit("t1", _report("a", epochs=17, seconds=1500.0)) is False  # 500 s left to train
+    assert limit("t2", _report("b", epochs=3, seconds=300.0)) is True
+    assert said[-1].startswith("held back by --time-limit: GRU seed 1 at epoch 3 (it needs 28m20s more")
+    assert said[-1].endswith("its checkpoint is kept, --resume continues it")
+
+
+def test_unpriced_trials_start_while_time_is_left_and_none_once_it_passed():
+    clock = Clock(10.0)
+    limit, said = _limit(0.01, clock, TrialPrices())
+    assert limit("t1", _report("a")) is False and not said
+    assert limit("t2", _report("b", final=1)) is False  # a finished trial's replay is never held back
+    clock.now = 36.0
+    assert limit("t3", _report("c")) is True
+    assert "(the limit has passed)" in said[-1]
+    assert limit.stop_all() is False  # the trials under way always finish
+
+
+def test_the_option_is_checked_and_refused_for_a_search(tmp_path):
+    with pytest.raises(UserError, match=r"--time-limit 0: must be more than 0 hours"):
+        RunOptions(how=Execution(time_limit=0.0)).check()
+    RunOptions(how=Execution(time_limit=2.5)).check()
+    path = tmp_path / "s.yaml"
+    path.write_text(search_study("s", "    train.lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}", samples=2))
+    spec = load_study(str(path))
+    with pytest.raises(UserError, match="--time-limit holds back grid trials only"):
+        check_time_limit(spec, RunOptions(how=Execution(time_limit=1.0)))
+    check_time_limit(spec, RunOptions())
+
+
+def test_bad_limits_are_one_line_and_exit_2_before_anything_runs(tmp_path):
+    from study_helpers import in_process
+
+    path = tmp_path / "s.yaml"
+    path.write_text(search_study("s", "    train.lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}", samples=2))
+    for args, message in (((str(path), "--time-limit", "-1"), "--time-limit -1: must be more than 0 hours"),
+                          ((str(path), "--time-limit", "nan"), "--time-limit nan: must be a finite number"),
+                          ((str(path), "--time-limit", "2", "--dry-run"), "--time-limit holds back grid trials only")):
+        result = in_process(*args, "--results", str(tmp_path / "results"))
+        assert result.returncode == 2 and message in result.stderr, result.stderr
+        assert not (tmp_path / "results").exists()
