@@ -246,7 +246,7 @@ def _run_locked(run: StudyRun) -> int:
                 run.say(f"{total} trial{'' if total == 1 else 's'} ({run.spec.kind}); tracking {run.tracking_uri} "
                         f"(parent run {parent})")
                 records, received, held_back = run_trials(run)
-                if held_back and not received:
+                if held_back and not received and ended_but_held_back(run, records, held_back):
                     return time_limited(run, records, held_back)
                 if received or len(records) < total or any(r["status"] == "running" for r in records):
                     return stopped(run, received)
@@ -317,17 +317,26 @@ FAILED_TRIALS_EXIT = 1  # a study that finished with failed trials (2 is bad inp
 TIME_LIMIT_EXIT = 3  # --time-limit held back trials: the study is not complete, --resume continues it
 
 
+def ended_but_held_back(run: StudyRun, records: list[dict], held_back: dict[str, str]) -> bool:
+    """Whether every trial of the run ended (finished, diverged, failed) but those --time-limit held back; a run
+    Ctrl-C stopped early has others unfinished."""
+    ended = {record["key"] for record in records if record["status"] != "running"}
+    return all(trial.key in ended or trial.key in held_back for trial in run.trials)
+
+
 def time_limited(run: StudyRun, records: list[dict], held_back: dict[str, str]) -> int:
     """A run whose --time-limit held back trials: the trials under way finished, the others wait for the
-    next run. Their MLflow runs (opened by their first epoch) are marked KILLED, study.json is marked stopped,
+    next run. Their MLflow runs (opened when Tune started them) are marked KILLED, study.json is marked stopped,
     what is done and the command that continues are said, and ``TIME_LIMIT_EXIT`` returned."""
     run.tracker.close_stale_runs()
     mark_stopped(run, f"--time-limit {run.options.how.time_limit:g}")
-    done = sum(record["status"] not in ("running", "failed") for record in records)
+    planned = {trial.key for trial in run.trials}
+    statuses = [record["status"] for record in records if record["key"] in planned and record["key"] not in held_back]
+    failed = statuses.count("failed")
     names = ", ".join(sorted(held_back.values())[:4]) + (" ..." if len(held_back) > 4 else "")
     print(f"\n--time-limit {run.options.how.time_limit:g}: {len(held_back)} trial(s) held back ({names}), "
-          f"{done} of {run.trials_to_run()} done; what they trained is kept. Continue with: "
-          f"{continue_command(run.spec, run.options)}", file=sys.stderr, flush=True)
+          f"{len(statuses) - failed} of {len(planned)} done{f', {failed} failed' if failed else ''}; what they "
+          f"trained is kept. Continue with: {continue_command(run.spec, run.options)}", file=sys.stderr, flush=True)
     return TIME_LIMIT_EXIT
 
 

@@ -5,12 +5,13 @@ A checkpoint does not outlive a machine that goes away, so a trial that could no
 started.
 
 Ray Tune starts every trial it has a free worker for, so a trial is held back at its first report of the
-run: at once for a trial that continues from a checkpoint (it says where it stands), after its first epoch
-for a new one (that epoch's checkpoint is kept: ``--resume`` continues from it, bit for bit). Its price is
-what is left of its row's longest trial so far (``study.execution.trial_prices``, with ``max``); before any
-trial of the study finished nothing is priced and a trial starts while time is left. Once the limit has
-passed, no trial starts or continues. The price is an estimate from trials that ran before, on this machine
-or others: a limit with a margin below the machine's own end is the safe way to give it."""
+run, which comes before it trains or writes anything: a trial that continues from a checkpoint says where it
+stands, a new one that it starts (``announce_start``, set for a run with a limit). Its price is what is left of
+its row's longest trial so far (``study.execution.trial_prices``, with ``max``); before any trial of the study
+finished nothing is priced and a trial starts while time is left. Once the limit has passed, no trial starts
+or continues. The price counts a trial's training and validation, not its start-up or the final decoding of
+the test set (seconds to minutes), and comes from trials that ran before, on this machine or others: a limit
+with a margin below the machine's own end is the safe way to give it."""
 
 from __future__ import annotations
 
@@ -25,12 +26,17 @@ from study.spec.options import RunOptions
 
 
 def check_time_limit(spec: StudySpec, options: RunOptions) -> None:
-    """--time-limit is for grids and ablations: a search's sample stopped early would count as a finished
-    sample for Optuna (at its first epoch's score)."""
-    if options.how.time_limit is not None and spec.fields.search is not None:
-        raise UserError(f"study {spec.name}: --time-limit holds back grid trials only; a search's sample stopped at "
-                        f"its first epoch would count as finished for Optuna: leave out --time-limit, or set "
-                        f"search.num_samples to what fits")
+    """--time-limit is for grids and ablations trained to their budgets: a search's sample held back would count
+    as a finished sample for Optuna, and ASHA's rungs would take a held-back trial's report for its result."""
+    if options.how.time_limit is None:
+        return
+    if spec.fields.search is not None:
+        raise UserError(f"study {spec.name}: --time-limit holds back grid trials only; a search's sample held back "
+                        f"would count as finished for Optuna: leave out --time-limit, or set search.num_samples to "
+                        f"what fits")
+    if spec.fields.scheduler.type == "asha":
+        raise UserError(f"study {spec.name}: --time-limit with scheduler asha: ASHA's rungs would judge a held-back "
+                        f"trial by a report without a score; leave out --time-limit, or the scheduler")
 
 
 class TimeLimit:

@@ -92,6 +92,10 @@ def train_trial(config: dict) -> None:
         with store.hold(key) as finished:  # with --storage, the trial as the object store holds it
             machine = _machine(store.local, key, finished)
             identity = {"trial_key": key, "label": trial["label"], "seed": trial["seed"], **machine}
+            resume_from = None if finished is not None else store.local.resume_point(key)
+            first = None if finished is not None else _first_report(store.local, key, resume_from, trial, identity)
+            if first is not None:  # before this run writes anything: a scheduler (asha) or --time-limit may end it here
+                tune.report(first)
             # written again also for a finished trial: a record damaged since is made whole
             store.start(key, {"key": key, "label": trial["label"], "row": trial["row"], "seed": trial["seed"],
                               "config": tree, "params": sampled_params(config), "sample": config.get(SAMPLE),
@@ -105,15 +109,8 @@ def train_trial(config: dict) -> None:
                 store.record_epoch(key, clean)  # in the object store before Ray hears of the epoch
                 tune.report(clean)
 
-            resume_from = store.local.resume_point(key)
             if resume_from is None:  # e.g. a clone of committed records, which carry no checkpoints
                 store.forget_progress(key)
-                if trial.get("announce_start"):  # no epoch yet: --time-limit decides before the first is trained
-                    tune.report(finite_metrics({**identity, "final": 0, "epochs_trained": 0, "elapsed_s": 0.0}))
-            else:  # where it stands, before another epoch: a scheduler decides on it as the first run did (asha)
-                last = store.local.last_progress(key)
-                if last.get("epoch") is not None:
-                    tune.report(finite_metrics({**last, **identity, "final": 0}))
             metrics = run(cfg, store.local.run_dir(key), report=report, resume_from=resume_from,
                           log=lambda line: print(line, flush=True))
             store.finish(key, {**metrics, **machine}, [finite_metrics({**epoch, **identity, "final": 0})
@@ -122,6 +119,19 @@ def train_trial(config: dict) -> None:
         if scratch is not None and store.result_in_object_store(key):  # the node keeps nothing of a trial the store holds
             drop_scratch(scratch, key)
     _report_final(metrics, identity)
+
+
+def _first_report(store: TrialStore, key: str, resume_from, trial: dict, identity: dict) -> dict | None:
+    """What an unfinished trial reports before it trains another epoch, if anything: a trial continued from its
+    checkpoint, where it stands (a scheduler decides on it as the first run did: asha); with --time-limit
+    (``announce_start``), a new trial, that it starts (no epoch yet), so the limit can hold it back untrained."""
+    if resume_from is not None:
+        last = store.last_progress(key)
+        if last.get("epoch") is not None:
+            return finite_metrics({**last, **identity, "final": 0})
+    if trial.get("announce_start"):  # also a checkpoint whose progress record is lost: priced as a whole trial
+        return finite_metrics({**identity, "final": 0, "epochs_trained": 0, "elapsed_s": 0.0})
+    return None
 
 
 def _machine(store: TrialStore, key: str, finished: dict | None) -> dict:

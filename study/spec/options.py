@@ -104,8 +104,9 @@ class Execution:
                                           metavar="SHARE", minimum=0)
     time_limit: float | None = option(None, "the hours this run may take: a trial starts, or continues from its "
                                              "checkpoint, only if its row's longest trial so far says it ends within "
-                                             "them; the trials under way finish, and --resume continues the rest "
-                                             "(grids and ablations; leave a margin: the price is an estimate)", float,
+                                             "them (before any trial has finished: while time is left); the trials "
+                                             "under way finish, and --resume continues the rest (grids and ablations "
+                                             "without ASHA; leave a margin: the price is an estimate)", float,
                                        metavar="HOURS")
     address: str | None = option(None, "join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
                                         "starting a local one", metavar="HOST:PORT")

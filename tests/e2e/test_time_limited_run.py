@@ -24,9 +24,9 @@ def test_trials_past_the_limit_wait_for_the_next_run_which_finishes_them(tmp_pat
     assert "Continue with: python -m study.run" in first.stderr and "--time-limit 0.0001 --resume" in first.stderr
     state = json.loads((results / "limited" / "study.json").read_text())
     assert state["status"] == "stopped" and state["stopped_by"] == "--time-limit 0.0001"
-    stored = list((results / "ray" / "limited" / "trials").glob("*/progress.json"))
-    assert not stored  # not an epoch trained, and no verdict: nothing says "stopped"
-    assert not list((results / "ray" / "limited" / "trials").glob("*/status.json"))
+    trials = results / "ray" / "limited" / "trials"
+    # held back before they wrote anything: no record, no epoch, no verdict that would say "stopped"
+    assert not [path for name in ("trial.json", "progress.json", "status.json") for path in trials.glob(f"*/{name}")]
 
     second = study(*run, "--resume", env=cluster_env)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]

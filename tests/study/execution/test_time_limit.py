@@ -5,7 +5,7 @@ time is left; a search refuses the option."""
 from __future__ import annotations
 
 import pytest
-from study_helpers import search_study
+from study_helpers import grid_study, search_study
 
 from nmt.errors import UserError
 from study.execution.time_limit import TimeLimit, check_time_limit
@@ -81,6 +81,24 @@ def test_the_option_is_checked_and_refused_for_a_search(tmp_path):
     with pytest.raises(UserError, match="--time-limit holds back grid trials only"):
         check_time_limit(spec, RunOptions(how=Execution(time_limit=1.0)))
     check_time_limit(spec, RunOptions())
+    path.write_text(grid_study("s", "  - {label: gru, set: {}}") + "scheduler: {type: asha, grace_period: 1}\n")
+    with pytest.raises(UserError, match="--time-limit with scheduler asha"):
+        check_time_limit(load_study(str(path)), RunOptions(how=Execution(time_limit=1.0)))
+    path.write_text(grid_study("s", "  - {label: gru, set: {}}"))
+    check_time_limit(load_study(str(path)), RunOptions(how=Execution(time_limit=1.0)))
+
+
+def test_only_a_run_whose_other_trials_all_ended_counts_as_stopped_by_the_limit():
+    from types import SimpleNamespace
+
+    from study.execution.driver import ended_but_held_back
+
+    run = SimpleNamespace(trials=[SimpleNamespace(key=key) for key in ("a", "b", "c")])
+    records = [{"key": "a", "status": "ok"}, {"key": "b", "status": "failed"}, {"key": "c", "status": "running"}]
+    assert ended_but_held_back(run, records, {"c": "GRU seed 3"})
+    # Ctrl-C while "c" trained: not the limit's doing
+    assert not ended_but_held_back(run, records, {"b": "GRU seed 2"})
+    assert not ended_but_held_back(run, records[:1], {"b": "GRU seed 2"})  # "c" never started
 
 
 def test_bad_limits_are_one_line_and_exit_2_before_anything_runs(tmp_path):
