@@ -17,6 +17,7 @@ limit. So it is an estimate, not a bound. Ray is not started.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import tempfile
@@ -117,9 +118,11 @@ def stored_progress(store: TrialStore, trials: list[Trial], plan: list[Move]) ->
 
 
 def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: int, log=print,
-            reused: frozenset[str] = frozenset(), stored: dict[str, float | None] | None = None) -> int:
+            reused: frozenset[str] = frozenset(), stored: dict[str, float | None] | None = None,
+            time_limit: float | None = None) -> int:
     """``reused``: keys of trials that --reuse-from would copy; ``stored``: what a resumed run finds
-    of the trials (``stored_progress``). Finished and copied trials are left out of the estimate."""
+    of the trials (``stored_progress``). Finished and copied trials are left out of the estimate.
+    ``time_limit``: --time-limit's hours, for how many trials would end within them (``within_limit``)."""
     every = expand(spec)
     stored = stored or {}
     copied = [t for t in every if t.key in reused]
@@ -156,8 +159,33 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
         f"time) {priced_at}, from the trainer's steps timed one trial alone on the corpus's own batches; trials "
         f"side by side, Ray and the checkpoints make them slower{sooner}. Nothing was trained or written; run it "
         f"without --dry-run.")
+    if time_limit is not None and spec.kind != "search":
+        ends, held = within_limit(costs, max(1, concurrency), time_limit * 3600.0)
+        late = len(costs) - ends - held
+        log(f"--time-limit {time_limit:g}: by these prices {ends} of the {len(costs)} trials would end within it"
+            f"{f', {late} would start unpriced and end after it' if late else ''} and {held} wait for --resume (the "
+            f"run prices by its own finished trials; until one has finished, trials start unpriced while time is left)")
     return 0
 
+
+def within_limit(costs: list[float], workers: int, limit: float) -> tuple[int, int]:
+    """(trials that end within ``limit`` seconds, trials held back) when ``workers`` take the trials in order and
+    --time-limit's rule decides each start: a trial starts while time is left if no trial has ended yet
+    (nothing is priced), else only if it ends within the limit; one that starts unpriced counts as ending
+    within the limit only if it does."""
+    free_at = [0.0] * workers  # a heap
+    first_end = math.inf
+    ends = held = 0
+    for seconds in costs:
+        start = free_at[0]
+        if start >= limit or (start >= first_end and start + seconds > limit):
+            held += 1
+            continue
+        end = start + seconds
+        heapq.heapreplace(free_at, end)
+        first_end = min(first_end, end)
+        ends += end <= limit
+    return ends, held
 
 def _budget_text(spec: StudySpec) -> str:
     budget = spec.fields.budget

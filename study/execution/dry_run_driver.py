@@ -42,7 +42,8 @@ def dry_run_study(spec: StudySpec, options: RunOptions) -> int:
         trials = expand(spec)
         stored = left_to_train(spec, options, exp_dir, trials, results_root) if options.continues else None
         reused = reusable_keys(trials, sources, store)
-    return dry_run(spec, stats, resources["cpu"], concurrency, log=options.report.say, reused=reused, stored=stored)
+    return dry_run(spec, stats, resources["cpu"], concurrency, log=options.report.say, reused=reused, stored=stored,
+                   time_limit=options.how.time_limit)
 
 
 def left_to_train(spec: StudySpec, options: RunOptions, exp_dir: Path, trials: list[Trial],

@@ -64,6 +64,21 @@ def test_the_dry_run_of_a_plateau_study_prices_its_trials_at_the_midpoint_and_sa
     patience = load_study("cells", ["seeds=1", "budget.epochs=11", "budget.stop=patience"])
     assert dry_run_module.dry_run(patience, {}, 1, 2, log=lines.append) == 0
     assert f"for {rows} trials ({dry_run_module._clock(rows * 11)} of trial time) at their full epoch budget" in lines[-1]
+    lines.clear()
+    assert dry_run_module.dry_run(patience, {}, 1, 2, log=lines.append, time_limit=22 / 3600) == 0
+    assert lines[-1].startswith(f"--time-limit {22 / 3600:g}: by these prices 4 of the {rows} trials would end within "
+                                f"it and {rows - 4} wait for --resume")
+
+
+def test_within_a_time_limit_trials_start_unpriced_until_one_ends_then_only_if_they_fit():
+    from study.execution.dry_run import within_limit
+
+    assert within_limit([100.0] * 4, 2, 200.0) == (4, 0)  # two waves of two, each ending at 100 and 200
+    assert within_limit([100.0] * 4, 2, 199.0) == (2, 2)
+    # unpriced at the start: both start, one ends after the limit; after the first ends (60), 90 no longer fits
+    assert within_limit([60.0, 150.0, 90.0, 30.0], 2, 100.0) == (2, 1)
+    assert within_limit([100.0], 1, 50.0) == (0, 0)  # started unpriced, ends after it
+    assert within_limit([10.0, 10.0], 1, 10.0) == (1, 1)  # the second would start as the limit passes
 
 
 def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir, capsys):
