@@ -13,7 +13,8 @@ Per claim, from the rows' seeds (each seed an independent training run):
   contrast in (``single_run_interval``), which the paper's single-run value is compared with;
 - the verdict (``verdict``).
 
-A claim is *not tested* only while a planned seed of its rows is unfinished. Seeds still improving
+A claim is *not tested* while a planned seed of its rows is unfinished, and a claim on a trial timing
+(tokens or words a second) whose seeds were timed on more than one CPU type is never tested. Seeds still improving
 when training ended (the plateau test, ``study.analysis.plateau``) are a caveat, not a gate: the
 verdict is given, and the rule is applied again without them (the sensitivity column).
 """
@@ -35,6 +36,7 @@ from study.analysis.significance import (
 )
 from study.analysis.tables import StudyTable, mean_std, scored
 from study.spec.claims import ClaimSpec
+from study.spec.metrics import timed_metrics
 from study.store.record_validation import read_text
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, NOT_TESTED = "reproduced", "not reproduced", "inconclusive", "not tested"
@@ -125,7 +127,22 @@ def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None
                if rows[label].ended < rows[label].planned]
     unmeasured = [f"{label}: {rows[label].n} of its {rows[label].ended} ended seeds recorded {claim.metric}"
                   for label in involved if rows[label].n < rows[label].ended]
+    machines = timing_machines(claim, involved, records)
+    if len(machines) > 1:  # a speed comparison across CPU types measures the machines: no verdict, now or later
+        return False, False, "; ".join(missing + unmeasured + [
+            f"its seeds were timed on {len(machines)} CPU types ({', '.join(machines)}), and a {claim.metric} "
+            f"claim compares seeds timed on one"])
     return all(rows[label].n >= 2 for label in involved), not missing, "; ".join(missing + unmeasured)
+
+
+def timing_machines(claim: ClaimSpec, involved: list[str], records: list[dict]) -> list[str]:
+    """The CPU types that timed the scored seeds of a claim on a trial timing (``timed`` metrics), by name
+    ("unrecorded" for a record from before CPUs were kept); empty for any other claim."""
+    if claim.metric not in timed_metrics():
+        return []
+    kinds = {str(r["metrics"].get("cpu") or r.get("cpu") or "unrecorded").split(";")[0]
+             for r in records if r["label"] in involved and scored(r)}
+    return sorted(kind + ")" if "(" in kind and not kind.endswith(")") else kind for kind in kinds)
 
 
 def verdict(kind: str, estimate: float, adjusted_p: float, mean_interval: tuple[float, float],

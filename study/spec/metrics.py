@@ -15,6 +15,8 @@ An entry (``Metric``) declares:
 - ``record_check``: how ``study.store.record_validation`` checks it in a record read back;
 - ``absolute``: whether its scale is the same on any corpus and model (a correlation), so that a claim
   may compare a row's own value with the paper's (``value_of``);
+- ``timed``: whether it is a timing the trial took while it trained, which measures the machine (its CPU
+  type, what else ran) as much as the model: a claim compares it only across seeds timed on one CPU type;
 - ``per_trial``: whether trials.csv has a column of it, and ``column``: its column in the study's
   table (header, format, which of a row's trials its value summarises, the parent run's per-row
   MLflow name).
@@ -78,6 +80,7 @@ class Metric:
     record_check: RecordCheck = "number"
     per_trial: bool = False  # a column of trials.csv
     absolute: bool = False  # on a scale that does not depend on corpus or model size: a claim may judge a row's own value
+    timed: bool = False  # the trial's own timing: comparable only between seeds timed on one CPU type
     trials_fallback: str = ""  # the key trials.csv shows when a record lacks this one (older records)
     column: Column | None = None
 
@@ -108,9 +111,9 @@ METRICS = (
     Metric("elapsed_seconds", "end", "", "s", ""),
     Metric("elapsed_s", "epoch", "", "s", "epoch", record_check="scalar"),
     Metric("train_tokens_per_s", "epoch", "higher", "target tokens/s", "epoch", objective=5, claim=6, per_trial=True,
-           column=Column("train tok/s", "train_tokens_per_s", "0 decimals", "measured",
+           timed=True, column=Column("train tok/s", "train_tokens_per_s", "0 decimals", "measured",
                          row_logged="train_tokens_per_s")),
-    Metric("decode_words_per_s", "end", "higher", "words/s", "end", objective=9, claim=7, per_trial=True,
+    Metric("decode_words_per_s", "end", "higher", "words/s", "end", objective=9, claim=7, per_trial=True, timed=True,
            column=Column("decode w/s", "decode_words_per_s", "0 decimals", "scored")),
     Metric("lr", "epoch", "", "learning rate", "epoch", record_check="scalar"),
     # measurements of the trained model (nmt.measures), taken only by the units that have them
@@ -167,6 +170,11 @@ def row_logged() -> dict[str, str]:
 def absolute_metrics() -> tuple[str, ...]:
     """The claim metrics a claim may judge by a row's own value (``value_of``), not resized by a score."""
     return tuple(name for name in claim_metrics() if next(m for m in METRICS if m.name == name).absolute)
+
+
+def timed_metrics() -> tuple[str, ...]:
+    """The claim metrics that are the trials' own timings (``timed``)."""
+    return tuple(name for name in claim_metrics() if next(m for m in METRICS if m.name == name).timed)
 
 
 def checked_metrics() -> tuple[Metric, ...]:

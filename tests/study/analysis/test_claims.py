@@ -196,6 +196,29 @@ def test_only_unfinished_seeds_leave_a_claim_untested_and_improving_ones_are_a_c
     assert sensitive.loc["smaller-worse", "sensitivity_text"] not in ("same", "-", UNDER_TWO)
 
 
+def test_a_speed_claim_is_judged_only_on_seeds_timed_on_one_cpu_type():
+    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
+    xeon = "Intel(R) Xeon(R) Processor (family 6, model 167, stepping 1; avx512f, avx2)"
+    for record in records:
+        record["metrics"].update(train_tokens_per_s=2000.0 + 100 * record["seed"] + (500 if record["label"] == "small"
+                                                                                     else 0), cpu=xeon)
+    faster = claim(name="small-faster", claim="direction", metric="train_tokens_per_s",
+                   paper={"value": 400.0, "reference": 2000.0, "source": "x"})
+    assert judged([faster], records).rows.set_index("claim").loc["small-faster", "verdict"] == REPRODUCED
+    # the reference row's seed 3 timed on another CPU type (another model of the same name counts as another type)
+    records[2]["metrics"]["cpu"] = "Intel(R) Xeon(R) Processor (family 6, model 85, stepping 7; avx512f, avx2)"
+    rows = judged([faster, claim()], records).rows.set_index("claim")
+    assert rows.loc["small-faster", "verdict"] == NOT_TESTED and rows.loc["small-faster", "as_trained"] == NOT_TESTED
+    assert rows.loc["small-faster", "why_not_tested"] == (
+        "its seeds were timed on 2 CPU types (Intel(R) Xeon(R) Processor (family 6, model 167, stepping 1), "
+        "Intel(R) Xeon(R) Processor (family 6, model 85, stepping 7)), and a train_tokens_per_s claim compares "
+        "seeds timed on one")
+    assert rows.loc["smaller-worse", "verdict"] == REPRODUCED  # BLEU is the model's, not the machine's
+    del records[2]["metrics"]["cpu"]  # a record from before CPUs were kept
+    why = judged([faster], records).rows.set_index("claim").loc["small-faster", "why_not_tested"]
+    assert "2 CPU types (Intel(R) Xeon(R) Processor (family 6, model 167, stepping 1), unrecorded)" in why
+
+
 def test_a_fails_to_converge_claim_waits_for_every_seed_like_any_claim():
     claims = [claim(name="tiny-fails", claim="diverges", row="tiny", paper={"source": "x"})]
     records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0]})
