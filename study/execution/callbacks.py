@@ -201,7 +201,8 @@ class ProgressCallback(tune.Callback):
         self.ended_keys: set[str] = set()  # keys of the trials this run has seen end
         for metrics in self.finished_before.values():
             self._note_best(metrics.get(self.metric), metrics.get("label", ""))
-            self.prices.note_finished(metrics.get("elapsed_seconds"), metrics.get("label", ""), metrics.get("epochs"))
+            self.prices.note_finished(metrics.get("elapsed_seconds"), metrics.get("label", ""), metrics.get("epochs"),
+                                      metrics.get("cpu"))
 
     def on_trial_start(self, iteration, trials, trial, **info):
         self._print(trials, force=not self.last_line)  # the first start, then completions and every 30 s
@@ -215,7 +216,7 @@ class ProgressCallback(tune.Callback):
             before = key in self.finished_before
             self.ended_keys.add(key)
             if not before:
-                self.prices.note_finished(result.get("elapsed_seconds"), label, result.get("epochs"))
+                self.prices.note_finished(result.get("elapsed_seconds"), label, result.get("epochs"), result.get("cpu"))
             self._print_finished(trial, result, before)
         elif isinstance(result.get("elapsed_s"), (int, float)):
             self.prices.note_progress(key, label, result["elapsed_s"], result.get("epochs_trained"))

@@ -54,6 +54,7 @@ from study.spec.model import StudySpec, Trial
 from study.spec.options import RunOptions
 from study.store.migration import apply_adoption, plan_adoption
 from study.store.ownership import StudyLock, check_real_tree, owned_path, top_level_link
+from study.store.provenance import cpu_description
 from study.store.record_validation import BadRecord
 from study.store.records import experiment_dir, load_records
 from study.store.resume_checks import (
@@ -296,7 +297,7 @@ def run_trials(run: StudyRun) -> tuple[list[dict], bool, dict[str, str]]:
             node = ray_node_id()
             for trial in run.trials:
                 trial.home_node = node
-        prices = TrialPrices(work)
+        prices = TrialPrices(work, machine=cpu_description())  # a cluster's nodes may differ: the driver's, a guess
         limit = None if options.how.time_limit is None else TimeLimit(options.how.time_limit, run.started, prices,
                                                                       run.say)
         tuner, to_run = build_tuner(run, storage, Path(ray_storage), prices, limit)

@@ -10,8 +10,8 @@ stands, a new one that it starts (``announce_start``, set for a run with a limit
 its row's longest trial so far (``study.execution.trial_prices``, with ``max``); before any trial of the study
 finished nothing is priced and a trial starts while time is left. Once the limit has passed, no trial starts
 or continues. The price counts a trial's training and validation, not its start-up or the final decoding of
-the test set (seconds to minutes), and comes from trials that ran before, on this machine or others: a limit
-with a margin below the machine's own end is the safe way to give it."""
+the test set (seconds to minutes), and comes from the trials timed on this CPU type once one has finished,
+from other machines until then: a limit with a margin below the machine's own end is the safe way to give it."""
 
 from __future__ import annotations
 

@@ -38,3 +38,15 @@ def test_a_row_under_way_or_sized_is_priced_per_epoch_times_the_finished_trials_
     # a row with no size and no trial: the study's finished trials
     assert prices.price("other", statistics.fmean) == (2000.0, ANY_ROW)
     assert prices.price("other", max) == (3000.0, ANY_ROW)
+
+
+def test_once_a_trial_timed_on_this_machine_has_finished_only_such_trials_price():
+    xeon, epyc = "Intel Xeon (family 6, model 167)", "AMD EPYC (family 25, model 1)"
+    prices = TrialPrices({"1L": 1.0, "2L": 2.0}, machine=xeon)
+    prices.note_finished(4000.0, "1L", 40, epyc)  # 100 s an epoch elsewhere
+    assert prices.price("1L") == (4000.0, ROW) and prices.price("2L") == (8000.0, SIZED)  # nothing of this machine yet
+    prices.note_finished(1200.0, "1L", 30, xeon)  # 40 s an epoch here
+    assert prices.price("1L", max) == (1200.0, ROW)
+    assert prices.price("2L", max) == (30 * 80.0, SIZED)  # this machine's epochs and time per unit of work
+    assert prices.trial_costs == [1200.0] and prices.known()
+    assert TrialPrices(machine=xeon).price("1L") == (None, "")
