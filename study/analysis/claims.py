@@ -209,7 +209,9 @@ def judge(claims: list[ClaimSpec], rows_by_metric: dict[str, dict[str, RowStats]
         rows = rows_by_metric[claim.metric]
         applicable, complete, why = readiness(claim, rows, reference, records)
         entry = {"claim": claim, "usable": complete and applicable if require_complete else applicable,
-                 "tested": complete, "why": why, "verdict": NOT_TESTED, "reversed": False}
+                 "tested": complete, "why": why, "verdict": NOT_TESTED, "reversed": False,
+                 # a timing across CPU types compares machines: no estimate is shown for it
+                 "mixed_timing": len(timing_machines(claim, list(claim_weights(claim, reference)), records)) > 1}
         if claim.claim != "diverges":
             entry.update(_comparison(claim, rows, reference))
         judged.append(entry)

@@ -253,6 +253,9 @@ def _numbers(entry: dict, claim: ClaimSpec, rows: dict, records: list[dict], ref
                "seeds_needed_high": None, "seeds_needed_text": "-"}
     if claim.claim == "diverges":
         return nothing
+    if entry.get("mixed_timing"):  # the seeds' timings measure their machines (study.analysis.claims.timing_machines)
+        return {**nothing, "paper_value": claim.paper.value, "paper_fraction": entry["paper_fraction"],
+                "paper_scaled": entry["paper_scaled"]}
     test = entry["test"]
     _, bootstrap = contrast_test(entry["weights"], records, references_text, cache)
     level = entry.get("level", math.nan)

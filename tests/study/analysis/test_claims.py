@@ -209,6 +209,7 @@ def test_a_speed_claim_is_judged_only_on_seeds_timed_on_one_cpu_type():
     records[2]["metrics"]["cpu"] = "Intel(R) Xeon(R) Processor (family 6, model 85, stepping 7; avx512f, avx2)"
     rows = judged([faster, claim()], records).rows.set_index("claim")
     assert rows.loc["small-faster", "verdict"] == NOT_TESTED and rows.loc["small-faster", "as_trained"] == NOT_TESTED
+    assert math.isnan(rows.loc["small-faster", "estimate"]) and rows.loc["small-faster", "paper_value"] == 400.0
     assert rows.loc["small-faster", "why_not_tested"] == (
         "its seeds were timed on 2 CPU types (Intel(R) Xeon(R) Processor (family 6, model 167, stepping 1), "
         "Intel(R) Xeon(R) Processor (family 6, model 85, stepping 7)), and a train_tokens_per_s claim compares "
