@@ -114,7 +114,7 @@ def claim_weights(claim: ClaimSpec, reference: str | None) -> dict[str, float]:
 
 
 def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None,
-              records: list[dict]) -> tuple[bool, bool, str]:
+              records: list[dict], machines: list[str]) -> tuple[bool, bool, str]:
     """(can the rule be applied at all, is every planned seed of the claim's rows finished, why not):
     a comparison needs 2+ scored seeds in every row it involves, a ``diverges`` claim one ended seed
     (scored or diverged); it is tested once every planned seed has ended."""
@@ -127,8 +127,7 @@ def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None
                if rows[label].ended < rows[label].planned]
     unmeasured = [f"{label}: {rows[label].n} of its {rows[label].ended} ended seeds recorded {claim.metric}"
                   for label in involved if rows[label].n < rows[label].ended]
-    machines = timing_machines(claim, involved, records)
-    if len(machines) > 1:  # a speed comparison across CPU types measures the machines: no verdict, now or later
+    if len(machines) > 1:  # ``machines``: timing_machines of its rows; a speed comparison across CPU types measures machines
         return False, False, "; ".join(missing + unmeasured + [
             f"its seeds were timed on {len(machines)} CPU types ({', '.join(machines)}), and a {claim.metric} "
             f"claim compares seeds timed on one"])
@@ -207,11 +206,12 @@ def judge(claims: list[ClaimSpec], rows_by_metric: dict[str, dict[str, RowStats]
     judged = []
     for claim in claims:
         rows = rows_by_metric[claim.metric]
-        applicable, complete, why = readiness(claim, rows, reference, records)
+        machines = timing_machines(claim, list(claim_weights(claim, reference)), records)
+        applicable, complete, why = readiness(claim, rows, reference, records, machines)
         entry = {"claim": claim, "usable": complete and applicable if require_complete else applicable,
                  "tested": complete, "why": why, "verdict": NOT_TESTED, "reversed": False,
                  # a timing across CPU types compares machines: no estimate is shown for it
-                 "mixed_timing": len(timing_machines(claim, list(claim_weights(claim, reference)), records)) > 1}
+                 "mixed_timing": len(machines) > 1}
         if claim.claim != "diverges":
             entry.update(_comparison(claim, rows, reference))
         judged.append(entry)
