@@ -13,8 +13,10 @@ Per claim, from the rows' seeds (each seed an independent training run):
   contrast in (``single_run_interval``), which the paper's single-run value is compared with;
 - the verdict (``verdict``).
 
-A claim is *not tested* while a planned seed of its rows is unfinished, and a claim on a trial timing
-(tokens or words a second) whose seeds were timed on more than one CPU type is never tested. Seeds still improving
+A claim is *not tested* while a planned seed of its rows is unfinished. A claim on a trial timing (tokens
+or words a second) is judged from the study's timing pass when it has one (``python -m study.speed``:
+every row timed on one machine, in interleaved rounds, which are then the rows' samples); without a
+pass, from the seeds' own timings, and never when those were timed on more than one CPU type. Seeds still improving
 when training ended (the plateau test, ``study.analysis.plateau``) are a caveat, not a gate: the
 verdict is given, and the rule is applied again without them (the sensitivity column).
 """
@@ -34,6 +36,7 @@ from study.analysis.significance import (
     slope_weights,
     welch_contrast,
 )
+from study.analysis.speed_columns import pass_machine, pass_rounds
 from study.analysis.tables import StudyTable, mean_std, scored
 from study.spec.claims import ClaimSpec
 from study.spec.metrics import timed_metrics
@@ -49,13 +52,15 @@ OTHER_BLEU_NAME = "lowercased, intl-tokenised BLEU"
 @dataclass(frozen=True)
 class RowStats:
     """A row's scores over its scored seeds, and the seeds it plans and has ended (scored seeds without a
-    value of the metric, e.g. a measurement older records lack, count as ended but not in ``n``)."""
+    value of the metric, e.g. a measurement older records lack, count as ended but not in ``n``).
+    ``samples`` is "rounds" where mean, std and n are of a timing pass's rounds instead of the seeds."""
 
     mean: float
     std: float
     n: int
     planned: int
     ended: int
+    samples: str = "seeds"
 
     def term(self, weight: float) -> tuple[float, float, float, int]:
         return weight, self.mean, self.std, self.n
@@ -69,6 +74,17 @@ def row_stats(table: StudyTable, records: list[dict], metric: str = "test_bleu")
         ended = [r for r in records if r["label"] == row["label"] and scored(r)]
         mean, std, n = mean_std([float(r["metrics"][metric]) for r in ended if r["metrics"].get(metric) is not None])
         out[row["label"]] = RowStats(mean, std, n, int(row["seeds"]), len(ended))
+    return out
+
+
+def pass_row_stats(speed: dict, metric: str, involved: list[str], seeds: dict[str, RowStats]) -> dict[str, RowStats]:
+    """The ``involved`` rows' ``metric`` over the timing pass's rounds (a row the pass lacks, or timed before
+    passes kept rounds: no samples), with the planned and ended seeds of ``seeds``."""
+    rounds = pass_rounds(speed, metric)
+    out = {}
+    for label in involved:
+        mean, std, n = mean_std(rounds.get(label, []))
+        out[label] = RowStats(mean, std, n, seeds[label].planned, seeds[label].ended, samples="rounds")
     return out
 
 
@@ -126,7 +142,10 @@ def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None
     missing = [f"{label} has {rows[label].ended} of {rows[label].planned} seeds" for label in involved
                if rows[label].ended < rows[label].planned]
     unmeasured = [f"{label}: {rows[label].n} of its {rows[label].ended} ended seeds recorded {claim.metric}"
-                  for label in involved if rows[label].n < rows[label].ended]
+                  for label in involved if rows[label].samples == "seeds" and rows[label].n < rows[label].ended]
+    unmeasured += [f"{label}: the timing pass has {rows[label].n} round{'s' if rows[label].n != 1 else ''} of it "
+                   f"(python -m study.speed with --repeats 3 or more times every row again)"
+                   for label in involved if rows[label].samples == "rounds" and rows[label].n < 2]
     if len(machines) > 1:  # ``machines``: timing_machines of its rows; a speed comparison across CPU types measures machines
         return False, False, "; ".join(missing + unmeasured + [
             f"its seeds were timed on {len(machines)} CPU types ({', '.join(machines)}), and a {claim.metric} "
@@ -195,23 +214,36 @@ def _comparison(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | No
             "paper_scaled": paper_fraction * sizing, "margin": margin, "family_p": family_p}
 
 
+def claim_samples(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None, records: list[dict],
+                  timing_pass: dict | None) -> tuple[dict[str, RowStats], list[str], bool]:
+    """(the rows' statistics the claim is judged on, the CPU types that timed them, whether they are the
+    timing pass's rounds): a claim on a trial timing in a study with a timing pass is judged on the pass
+    (one machine; the seeds' own timings are not used), any other on its rows' seeds."""
+    involved = list(claim_weights(claim, reference))
+    if timing_pass is None or claim.metric not in timed_metrics() or claim.claim == "diverges":
+        return rows, timing_machines(claim, involved, records), False
+    sizing = claim.sizing_row(reference)
+    timed = involved + ([sizing] if sizing is not None and sizing not in involved else [])
+    return pass_row_stats(timing_pass, claim.metric, timed, rows), [pass_machine(timing_pass)], True
+
+
 def judge(claims: list[ClaimSpec], rows_by_metric: dict[str, dict[str, RowStats]], reference: str | None,
-          records: list[dict], require_complete: bool) -> list[dict]:
+          records: list[dict], require_complete: bool, timing_pass: dict | None = None) -> list[dict]:
     """Every claim's statistics and verdict over one set of row statistics (metric -> row label -> its
     statistics, ``row_stats`` of each metric the claims compare). ``require_complete``: the rule is
     applied only where every planned seed of the claim's rows ended (the verdict); otherwise wherever
     it can be (the "as trained" reading, and the sensitivity column, whose records leave out the seeds
-    still improving). Holm's family is every declared claim but ``diverges``; one the rule is not
+    still improving). ``timing_pass``: the study's ``speed.json``, whose rounds a claim on a trial timing
+    is judged from. Holm's family is every declared claim but ``diverges``; one the rule is not
     applied to counts with p = 1, so the family is fixed by the study file."""
     judged = []
     for claim in claims:
-        rows = rows_by_metric[claim.metric]
-        machines = timing_machines(claim, list(claim_weights(claim, reference)), records)
+        rows, machines, from_pass = claim_samples(claim, rows_by_metric[claim.metric], reference, records, timing_pass)
         applicable, complete, why = readiness(claim, rows, reference, records, machines)
         entry = {"claim": claim, "usable": complete and applicable if require_complete else applicable,
-                 "tested": complete, "why": why, "verdict": NOT_TESTED, "reversed": False,
+                 "tested": complete, "why": why, "verdict": NOT_TESTED, "reversed": False, "stats": rows,
                  # a timing across CPU types compares machines: no estimate is shown for it
-                 "mixed_timing": len(machines) > 1}
+                 "mixed_timing": len(machines) > 1, "timing_pass": machines[0] if from_pass else None}
         if claim.claim != "diverges":
             entry.update(_comparison(claim, rows, reference))
         judged.append(entry)

@@ -165,19 +165,23 @@ def improving_note(table: StudyTable) -> str | None:
 
 
 def claims_table(spec_claims: list[ClaimSpec], title: str, table: StudyTable, records: list[dict],
-                 references_text: list[str] | None, declared: dict[str, str] | None = None) -> ClaimsTable:
+                 references_text: list[str] | None, declared: dict[str, str] | None = None,
+                 timing_pass: dict | None = None) -> ClaimsTable:
     """Every declared claim judged from the study's table and records; ``declared``: claim name -> when it was
-    declared (``study.store.claim_declarations.declared_column``; missing names read as not recorded)."""
+    declared (``study.store.claim_declarations.declared_column``; missing names read as not recorded);
+    ``timing_pass``: the study's ``speed.json`` (``study.analysis.speed_columns.read_speed``), which claims on
+    a trial timing are judged from."""
     improving = set(table.trials["key"][table.trials["still_improving"].astype(bool)]) if len(table.trials) else set()
     settled = [r for r in records if r["key"] not in improving]
     metrics = {claim.metric for claim in spec_claims}
     rows = {metric: row_stats(table, records, metric) for metric in metrics}
-    judged = judge(spec_claims, rows, table.reference, records, True)
-    readings = {"as trained": judge(spec_claims, rows, table.reference, records, False),
+    judged = judge(spec_claims, rows, table.reference, records, True, timing_pass)
+    readings = {"as trained": judge(spec_claims, rows, table.reference, records, False, timing_pass),
                 "without improving": judge(spec_claims, {m: row_stats(table, settled, m) for m in metrics},
-                                           table.reference, settled, False) if improving else None}
+                                           table.reference, settled, False, timing_pass) if improving else None}
     other_bleu = other_bleu_stats(table, records, references_text)
-    other = judge(spec_claims, {**rows, "test_bleu": other_bleu}, table.reference, records, True) if other_bleu else None
+    other = (judge(spec_claims, {**rows, "test_bleu": other_bleu}, table.reference, records, True, timing_pass)
+             if other_bleu else None)
     cache: dict[str, np.ndarray | None] = {}
     out = []
     for index, entry in enumerate(judged):
@@ -191,10 +195,11 @@ def claims_table(spec_claims: list[ClaimSpec], title: str, table: StudyTable, re
         row["other_bleu_verdict"] = other[index]["verdict"] if other else ""
         row["other_bleu_text"] = ("-" if other is None or claim.metric != "test_bleu" or entry["verdict"] == NOT_TESTED
                                   else "same" if _shown(other[index]) == _shown(entry) else _shown(other[index]))
-        row.update(_numbers(entry, claim, rows[claim.metric], records,
+        row.update(_numbers(entry, claim, entry["stats"], records,
                             references_text if claim.metric == "test_bleu" else None, cache))
         out.append(row)
-    return ClaimsTable(f"Claims: {title}", pd.DataFrame(out), _notes_before(spec_claims, out, table, declared),
+    return ClaimsTable(f"Claims: {title}", pd.DataFrame(out), _notes_before(spec_claims, out, table, declared)
+                       + _pass_notes(judged, timing_pass),
                        sum(1 for claim in spec_claims if claim.claim != "diverges"),
                        _signatures(records, references_text), any(claim.value_of is not None for claim in spec_claims))
 
@@ -236,6 +241,19 @@ def _notes_before(spec_claims: list[ClaimSpec], out: list[dict], table: StudyTab
     return notes + ([improving] if improving else [])
 
 
+def _pass_notes(judged: list[dict], timing_pass: dict | None) -> list[str]:
+    """Which claims were judged from the timing pass, and what its rounds carry."""
+    from_pass = [entry for entry in judged if entry.get("timing_pass")]
+    if not from_pass or timing_pass is None:
+        return []
+    threads = f"{timing_pass['threads']} thread" + ("s" if timing_pass["threads"] != 1 else "")
+    return [f"{', '.join(entry['claim'].name for entry in from_pass)}: judged from the study's timing pass "
+            f"(python -m study.speed, {timing_pass['date']}, {from_pass[0]['timing_pass']}, {threads}), not the "
+            f"trials' own timings: each row's samples are the pass's {timing_pass['repeats']} interleaved rounds of "
+            f"one model, so the test and intervals are of the round-to-round noise on that machine and the verdict "
+            f"says how the rows' speeds compare there; seeds needed does not apply."]
+
+
 def _signatures(records: list[dict], references_text: list[str] | None) -> list[str]:
     """The BLEU the verdicts use (the trials' sacreBLEU signature) and the other BLEU's."""
     lines = [bleu_signature_note(records)]
@@ -269,6 +287,9 @@ def _numbers(entry: dict, claim: ClaimSpec, rows: dict, records: list[dict], ref
                "bootstrap_ci_high": bootstrap.ci_high}
     if math.isnan(level) or math.isnan(test.se):
         return numbers
+    if entry.get("timing_pass"):  # rounds of one model: more seeds would not narrow anything
+        return {**numbers, "mde": minimum_detectable_effect(
+            [(weight, rows[label].std, rows[label].n) for label, weight in entry["weights"].items()], level)}
     terms = [(weight, rows[label].std, rows[label].n) for label, weight in entry["weights"].items()]
     if claim.claim == "no_difference":
         needed = seeds_needed_range(terms, lambda scaled: equivalence_seeds_needed(scaled, entry["margin"], level))

@@ -65,7 +65,8 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     metric = spec.metrics[0]
     plateau = plateau_by_trial(progress, metric.name, metric.mode)
     table = build_table(records, title, layout.reference, references, layout.row_order, layout.planned_seeds, plateau)
-    table.rows = with_speed(table.rows, read_speed(study_dir))
+    timing_pass = read_speed(study_dir)
+    table.rows = with_speed(table.rows, timing_pass)
     if left_out:
         table.rows.attrs["left_out_note"] = left_out_note(left_out)
     table.rows.attrs["numerics_note"] = numerics_note(records)
@@ -77,7 +78,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     claims = None
     if spec.fields.claims:
         declared = declared_column(read_state(study_dir), spec.fields.claims, str(study_dir / STATE_FILE))
-        claims = claims_table(spec.fields.claims, title, table, records, references, declared)
+        claims = claims_table(spec.fields.claims, title, table, records, references, declared, timing_pass)
     if claims is not None:
         outputs += export_claims(claims, study_dir)
     if len(table.rows):

@@ -27,6 +27,7 @@ from nmt.errors import UserError
 from nmt.fileio import write_lines
 from study.analysis.additivity import Additivity, ablation_additivity, has_additivity
 from study.analysis.claims_table import ClaimsTable, claims_table
+from study.analysis.speed_columns import read_speed
 from study.analysis.stored_study import load_stored_study
 from study.analysis.tables import StudyTable, display_frame, footnotes
 from study.spec.loading import spec_from_dict
@@ -218,7 +219,8 @@ def write_html_report(study_dir: Path, table: StudyTable | None = None, additivi
     if claims is None and spec.fields.claims:
         stored = stored or load_stored_study(study_dir)
         declared = declared_column(state, spec.fields.claims, str(study_dir / "study.json"))
-        claims = claims_table(spec.fields.claims, table.title, table, stored.records, stored.references, declared)
+        claims = claims_table(spec.fields.claims, table.title, table, stored.records, stored.references, declared,
+                              read_speed(study_dir))
     path = study_dir / REPORT_FILE
     write_lines(path, render_report(study_dir, state, table, additivity, claims).splitlines())
     return path

@@ -1,5 +1,6 @@
 """The table's speed columns: the trials' own timings, or those of ``speed.json`` when
-``python -m study.speed`` timed every row in one pass."""
+``python -m study.speed`` timed every row in one pass; and that pass's rounds, the samples a claim on
+a timing is judged from (``study.analysis.claims``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from nmt.errors import UserError
 from study.store.record_validation import read_json
 
 SPEED_FILE = "speed.json"
+SPEED_METRICS = ("train_tokens_per_s", "decode_words_per_s")
+ROUNDS = "_rounds"  # a row's key for a speed's every round: train_tokens_per_s_rounds, ...
 
 
 TRIAL_TIMINGS_NOTE = ("train tok/s and decode w/s: the trials' own timings (mean over seeds), taken while they "
@@ -28,9 +31,13 @@ def read_speed(study_dir: Path) -> dict | None:
         if missing:
             raise KeyError(", ".join(missing))
         for row in speed["rows"]:
-            if not isinstance(row["label"], str) or not all(
-                    isinstance(row[key], (int, float)) for key in ("train_tokens_per_s", "decode_words_per_s")):
+            if not isinstance(row["label"], str) or not all(isinstance(row[key], (int, float)) for key in SPEED_METRICS):
                 raise ValueError(f"row {row!r}: a label and two speeds expected")
+            for key in (metric + ROUNDS for metric in SPEED_METRICS if metric + ROUNDS in row):
+                rounds = row[key]
+                if not isinstance(rounds, list) or len(rounds) != speed["repeats"] or not all(
+                        isinstance(value, (int, float)) and math.isfinite(value) and value > 0 for value in rounds):
+                    raise ValueError(f"row {row['label']!r}: {key} is not {speed['repeats']} speeds (its repeats)")
     except (ValueError, KeyError, TypeError) as err:
         raise UserError(f"{path}: not a timing pass of python -m study.speed ({type(err).__name__}: {err}); "
                         f"delete it or run python -m study.speed {study_dir.name} again") from None
@@ -62,3 +69,15 @@ def with_speed(rows, speed: dict | None):
                                   for label in rows["label"]]
     rows.attrs["speed_note"] = speed_note(speed, [label for label in rows["label"] if label not in timed])
     return rows
+
+
+def pass_rounds(speed: dict, metric: str) -> dict[str, list[float]]:
+    """Row label -> the pass's speed of ``metric`` in each timed round (rows timed before passes kept their
+    rounds: none)."""
+    return {row["label"]: [float(value) for value in row[metric + ROUNDS]] for row in speed["rows"]
+            if metric + ROUNDS in row}
+
+
+def pass_machine(speed: dict) -> str:
+    """The CPU (or GPU) the pass timed on, as the trial records name CPUs where the pass recorded it."""
+    return str(speed.get("cpu") or speed["machine"])

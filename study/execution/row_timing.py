@@ -3,8 +3,9 @@
 Every trial times itself while it trains, so its tok/s and words/s say how busy the machine
 was at that hour as much as how fast the model is: a study trained over several sessions, or
 beside other work, ranks the load. This command measures every row of a stored study under
-the same conditions, one after another in interleaved rounds (the fastest of ``--repeats``
-counts, so a slow spell of the machine touches every row alike):
+the same conditions, one after another in interleaved rounds (the table shows the fastest of
+``--repeats``, so a slow spell of the machine touches every row alike; every round is kept, the
+samples a claim on a timing is judged from):
 
 - training: target tokens/s of the row's model (its configuration at seed 1, fresh weights:
   speed does not depend on the values) over the same first ``--batches`` batches of the
@@ -36,11 +37,12 @@ from nmt.memory import keep_freed_memory
 from nmt.numerics import apply_numerics
 from study.analysis.numerics_note import records_numerics
 from study.analysis.exports import rebuild_exports
-from study.analysis.speed_columns import SPEED_FILE
+from study.analysis.speed_columns import ROUNDS, SPEED_FILE
 from study.analysis.stored_study import load_stored_study
 from study.spec.expansion import expand
 from study.spec.model import checked_study_name
 from study.store.ownership import owned_path
+from study.store.provenance import cpu_description
 
 
 def row_configs(spec, records: list[dict]) -> dict[str, dict]:
@@ -127,9 +129,10 @@ class RowTimer:
 
 
 def measure(configs: dict[str, dict], batches: int, sentences: int, repeats: int, log) -> list[dict]:
-    """Each row's training tokens/s and decoding words/s, fastest of ``repeats`` interleaved rounds."""
+    """Each row's training tokens/s and decoding words/s in each of ``repeats`` interleaved rounds, and
+    the fastest round's (the table's)."""
     # torch loads only where a model is built or timed, not when the driver starts
-    from nmt.benchmarks.timing import interleaved_fastest
+    from nmt.benchmarks.timing import interleaved_times
     from nmt.config import config_from_dict
     from nmt.data.pipeline import load_data
 
@@ -144,13 +147,18 @@ def measure(configs: dict[str, dict], batches: int, sentences: int, repeats: int
         log(f"  {label}: {timers[label].tokens:,} target tokens in {len(timers[label].batches)} batches, "
             f"{timers[label].words:,} test words at beam {cfg.decode.beam}")
     log(f"training: {len(timers)} rows, {repeats} interleaved rounds after a warm-up")
-    train = interleaved_fastest({label: timer.train for label, timer in timers.items()}, repeats)
+    train = interleaved_times({label: timer.train for label, timer in timers.items()}, repeats)
     log(f"decoding: {len(timers)} rows, {repeats} interleaved rounds after a warm-up")
-    decode = interleaved_fastest({label: timer.decode for label, timer in timers.items()}, repeats)
-    return [{"label": label, "train_tokens_per_s": timer.tokens / train[label],
-             "decode_words_per_s": timer.words / decode[label], "train_tokens": timer.tokens,
-             "decode_words": timer.words, "beam": timer.cfg.decode.beam, "device": str(timer.device)}
-            for label, timer in timers.items()]
+    decode = interleaved_times({label: timer.decode for label, timer in timers.items()}, repeats)
+    rows = []
+    for label, timer in timers.items():
+        train_rounds = [timer.tokens / seconds for seconds in train[label]]
+        decode_rounds = [timer.words / seconds for seconds in decode[label]]
+        rows.append({"label": label, "train_tokens_per_s": max(train_rounds), "decode_words_per_s": max(decode_rounds),
+                     "train_tokens_per_s" + ROUNDS: train_rounds, "decode_words_per_s" + ROUNDS: decode_rounds,
+                     "train_tokens": timer.tokens, "decode_words": timer.words, "beam": timer.cfg.decode.beam,
+                     "device": str(timer.device)})
+    return rows
 
 
 def machine_name() -> str:
@@ -190,11 +198,12 @@ def time_study(name: str, results: Path, threads: int, batches: int, sentences: 
     for row in rows:
         say(f"  {row['label']:<40} {row['train_tokens_per_s']:>9,.0f} train tok/s {row['decode_words_per_s']:>9,.0f} "
             f"decode w/s")
-    machine = machine_name()
+    machine, cpu = machine_name(), cpu_description()
     if any(row["device"].startswith("cuda") for row in rows):
         machine += f" with {torch.cuda.get_device_name()}"
+        cpu += f" with {torch.cuda.get_device_name()}"
     write_json(study_dir / SPEED_FILE, {
-        "date": time.strftime("%Y-%m-%d"), "machine": machine, "threads": threads,
+        "date": time.strftime("%Y-%m-%d"), "machine": machine, "cpu": cpu, "threads": threads,
         "torch": torch.__version__, "batches": batches, "sentences": sentences, "repeats": repeats,
         "seconds": round(time.perf_counter() - started, 1), "rows": rows})
     say(f"wrote {study_dir / SPEED_FILE} ({time.perf_counter() - started:.0f} s); rebuilding the tables")

@@ -133,11 +133,11 @@ def records_of(rows: dict[str, list[float]]) -> list[dict]:
             for seed, bleu in enumerate(scores, 1)]
 
 
-def judged(claims: list, records: list[dict], plateau: dict | None = None, seeds: int = 3):
+def judged(claims: list, records: list[dict], plateau: dict | None = None, seeds: int = 3, timing_pass: dict | None = None):
     spec = spec_from_dict(study_tree(claims), "s.yaml")
     labels = ["base", "small", "tiny"]
     table = build_table(records, "t", "base", None, labels, {label: seeds for label in labels}, plateau)
-    return claims_table(spec.fields.claims, "t", table, records, None)
+    return claims_table(spec.fields.claims, "t", table, records, None, timing_pass=timing_pass)
 
 
 def test_claims_table_from_records(tmp_path):
@@ -218,6 +218,52 @@ def test_a_speed_claim_is_judged_only_on_seeds_timed_on_one_cpu_type():
     del records[2]["metrics"]["cpu"]  # a record from before CPUs were kept
     why = judged([faster], records).rows.set_index("claim").loc["small-faster", "why_not_tested"]
     assert "2 CPU types (Intel(R) Xeon(R) Processor (family 6, model 167, stepping 1), unrecorded)" in why
+
+
+def timing_pass(rounds: dict[str, list[float]]) -> dict:
+    """A speed.json as python -m study.speed writes it, with these rows' train tokens/s in each round."""
+    return {"date": "2026-12-05", "machine": "Intel(R) Xeon(R) Processor", "threads": 1,
+            "cpu": "Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2; avx512f, avx2)",
+            "repeats": len(next(iter(rounds.values()))),
+            "rows": [{"label": label, "train_tokens_per_s": max(values), "decode_words_per_s": 10.0,
+                      "train_tokens_per_s_rounds": values, "decode_words_per_s_rounds": [10.0] * len(values)}
+                     for label, values in rounds.items()]}
+
+
+def test_a_speed_claim_is_judged_from_the_timing_pass_when_the_study_has_one():
+    """The pass's rounds are the rows' samples (Welch's test recomputed with scipy), whatever machines timed the
+    seeds; a row the pass lacks, or a pass of one round, leaves the claim not tested and says why."""
+    from scipy.stats import ttest_ind
+
+    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
+    for record in records:  # seeds timed on two CPU types, the small row's faster only on one of them
+        record["metrics"].update(train_tokens_per_s=9000.0 if record["seed"] == 1 else 2000.0,
+                                 cpu=f"CPU type {1 if record['seed'] == 1 else 2}")
+    faster = claim(name="small-faster", claim="direction", metric="train_tokens_per_s",
+                   paper={"value": 400.0, "reference": 2000.0, "source": "x"})
+    assert judged([faster], records).rows.loc[0, "verdict"] == NOT_TESTED
+    rounds = {"base": [2000.0, 2010.0, 1990.0], "small": [2500.0, 2490.0, 2520.0], "tiny": [3000.0, 3100.0, 2900.0]}
+    table = judged([faster, claim()], records, timing_pass=timing_pass(rounds))
+    rows = table.rows.set_index("claim")
+    expected = ttest_ind(rounds["small"], rounds["base"], equal_var=False)
+    assert rows.loc["small-faster", "verdict"] == REPRODUCED
+    assert rows.loc["small-faster", "estimate"] == pytest.approx(2503.3333333 - 2000.0)
+    assert rows.loc["small-faster", "p_value"] == pytest.approx(expected.pvalue, rel=1e-9)
+    assert rows.loc["small-faster", "df"] == pytest.approx(expected.df, rel=1e-9)
+    assert rows.loc["small-faster", "seeds_needed_text"] == "-" and math.isfinite(rows.loc["small-faster", "mde"])
+    assert rows.loc["smaller-worse", "verdict"] == REPRODUCED and rows.loc["smaller-worse", "seeds_needed_text"] != "-"
+    note = next(line for line in table.notes() if line.startswith("small-faster: judged from the study's timing pass"))
+    assert "2026-12-05, Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2; avx512f, avx2), 1 thread" in note
+    assert "3 interleaved rounds" in note and "smaller-worse" not in note
+    lacking = judged([faster], records, timing_pass=timing_pass({"base": rounds["base"]})).rows
+    assert lacking.loc[0, "verdict"] == NOT_TESTED and lacking.loc[0, "why_not_tested"] == (
+        "small: the timing pass has 0 rounds of it (python -m study.speed with --repeats 3 or more times every row again)")
+    single = judged([faster], records, timing_pass=timing_pass({label: v[:1] for label, v in rounds.items()})).rows
+    assert single.loc[0, "verdict"] == NOT_TESTED and "the timing pass has 1 round of it" in single.loc[0, "why_not_tested"]
+    waiting = judged([faster], records[:-1], timing_pass=timing_pass(rounds)).rows  # the study's seeds still gate it
+    assert waiting.loc[0, "verdict"] == REPRODUCED  # tiny is not in the claim
+    waiting = judged([faster], [r for r in records if r["key"] != "small3"], timing_pass=timing_pass(rounds)).rows
+    assert waiting.loc[0, "verdict"] == NOT_TESTED and waiting.loc[0, "why_not_tested"] == "small has 2 of 3 seeds"
 
 
 def test_a_fails_to_converge_claim_waits_for_every_seed_like_any_claim():

@@ -14,6 +14,7 @@ from nmt.cli import run_main
 from nmt.errors import UserError
 from study.analysis.speed_columns import TRIAL_TIMINGS_NOTE, read_speed, with_speed
 from study.speed import main
+from study.store.provenance import cpu_description
 
 TINY = ["data.size=300", "data.valid_size=20", "data.test_size=20", "data.spm.vocab_size=200", "model.hidden=16",
         "model.emb=16", "seeds=1"]
@@ -59,6 +60,10 @@ def test_every_row_is_timed_and_the_tables_show_the_pass_not_the_trials(stored):
         assert row["train_tokens_per_s"] not in (50.0, 0.0) and math.isfinite(row["train_tokens_per_s"])
         assert row["decode_words_per_s"] not in (20.0, 0.0) and math.isfinite(row["decode_words_per_s"])
     assert all(row["train_tokens"] > 0 and row["decode_words"] > 0 for row in speed["rows"])
+    # every round is kept (the samples of a claim on a timing), the table shows the fastest
+    assert all(row["train_tokens_per_s_rounds"] == [row["train_tokens_per_s"]] and
+               row["decode_words_per_s_rounds"] == [row["decode_words_per_s"]] for row in speed["rows"])
+    assert speed["cpu"] == cpu_description() and speed["repeats"] == 1
     # the trials' own timings stay in the per-trial CSV
     assert set(pd.read_csv(stored / "trials.csv")["train_tokens_per_s"]) == {50.0}
     note = (f"train tok/s and decode w/s: one timing pass of every row (python -m study.speed, {speed['date']}, "
@@ -131,6 +136,12 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(tmp_path, capsys):
                                          '"rows": [{"label": "GRU", "train_tokens_per_s": "fast"}]}')
     with pytest.raises(UserError, match="two speeds"):
         read_speed(tmp_path)
+    row = {"label": "GRU", "train_tokens_per_s": 9.0, "decode_words_per_s": 3.0}
+    for rounds in ([9.0], [9.0, -1.0], [9.0, 0.0], "9.0, 8.0"):
+        speed = {"date": "x", "machine": "y", "threads": 1, "repeats": 2, "rows": [{**row, "train_tokens_per_s_rounds": rounds}]}
+        (tmp_path / "speed.json").write_text(json.dumps(speed))
+        with pytest.raises(UserError, match=r"row 'GRU': train_tokens_per_s_rounds is not 2 speeds \(its repeats\)"):
+            read_speed(tmp_path)
 
 
 def test_a_broken_pass_stops_the_table_rebuild_with_one_line(stored, tmp_path, capsys):
