@@ -288,7 +288,8 @@ class ProgressCallback(tune.Callback):
         (``study.execution.trial_prices``). The line says how many rows are priced by size or at the mean
         trial. The trials share the ``concurrency`` workers as Tune hands them out (``finishing_time``), so the
         last trials of a study, fewer than the workers, cost their own length, not a share of it. Trials
-        held back by ``--time-limit`` are left to the next run and out of the ETA."""
+        held back by ``--time-limit`` are left to the next run and out of the ETA; where the ETA ends after
+        the limit (``prices.deadline``), the line says so, since the trials past it will be held back then."""
         prices = self.prices
         if not prices.known() or ended >= self.total:
             return ""
@@ -310,4 +311,8 @@ class ProgressCallback(tune.Callback):
                  for rows, how in ((sized, "by its model's size" if len(sized) == 1 else "by their models' size"),
                                    (untimed, "at the mean trial")) if rows]
         remaining = finishing_time(under_way, queued, self.concurrency)
+        if prices.deadline is not None and time.time() + remaining > prices.deadline:
+            left = prices.deadline - time.time()
+            notes.append("--time-limit has passed: no trial starts, those under way finish" if left <= 0 else
+                         f"--time-limit ends in {clock(left)}: trials that would end after it wait for --resume")
         return f" | ETA {clock(remaining)}{' (' + '; '.join(notes) + ')' if notes else ''}"

@@ -49,6 +49,7 @@ class TimeLimit:
                  now: Callable[[], float] = time.time):
         self.deadline = started + hours * 3600.0
         self.prices = prices
+        prices.deadline = self.deadline  # the progress line, which shares the prices, says when its ETA passes it
         self.say = say
         self.now = now
         self.checked: set[str] = set()

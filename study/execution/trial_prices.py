@@ -37,6 +37,7 @@ class TrialPrices:
         # --time-limit's trials left to the next run (study.execution.time_limit), {key: "ROW seed S"}: not done,
         # no verdict, out of this run's ETA
         self.held_back: dict[str, str] = {}
+        self.deadline: float | None = None  # when --time-limit ends (time.time()'s seconds): the ETA line names it
 
     def note_finished(self, seconds, label: str, epochs=None, cpu=None) -> None:
         """A finished trial's training seconds, epochs and CPU type (a record without its time prices nothing)."""

@@ -233,3 +233,27 @@ def test_a_trial_held_back_by_the_time_limit_is_neither_done_nor_in_the_eta(caps
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert "1/3 done, 1 held back by --time-limit" in line and "stopped" not in line
     assert _eta_seconds(line) == 1000  # the one trial left to this run
+
+
+def test_an_eta_past_the_time_limit_says_that_the_trials_after_it_wait_for_resume(capsys):
+    import time
+
+    planned = {f"key{i}": "GRU" for i in range(4)}
+    trials = [_trial(str(i), seed=i) for i in range(4)]
+
+    def last_line(deadline: float) -> str:
+        prices = TrialPrices()
+        prices.deadline = deadline  # as study.execution.time_limit.TimeLimit sets it
+        progress = ProgressCallback(total=4, metric=BLEU, concurrency=1, every=0.0, planned=planned, prices=prices)
+        progress.on_trial_result(0, trials, trials[0], {"final": 1, "status": "ok", "valid_bleu": 30.0,
+                                                        "elapsed_seconds": 1000.0})
+        progress.on_trial_complete(0, trials, trials[0])
+        return capsys.readouterr().out.strip().splitlines()[-1]
+
+    within = last_line(time.time() + 10_000)
+    assert _eta_seconds(within) == 3000 and "--time-limit" not in within
+    line = last_line(time.time() + 1500)  # 3,000 s of trials left, the limit in 1,500
+    assert _eta_seconds(line) == 3000  # the ETA still prices every trial; the note says which will wait
+    assert re.search(r"\(--time-limit ends in (24m5\ds|25m00s): trials that would end after it wait for --resume\)$",
+                     line), line
+    assert last_line(time.time() - 1).endswith("(--time-limit has passed: no trial starts, those under way finish)")

@@ -37,6 +37,7 @@ def test_a_trial_starts_only_when_its_rows_longest_trial_ends_within_the_limit()
     prices.note_finished(2000.0, "GRU", 20)  # the longest: 2,000 s
     clock = Clock(0.0)
     limit, said = _limit(1.0, clock, prices)
+    assert prices.deadline == 3600.0  # shared with the progress line, whose ETA names it
     clock.now = 3600.0 - 2000.0  # just fits
     assert limit("t1", _report("a")) is False
     clock.now = 3600.0 - 1999.0
