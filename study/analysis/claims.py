@@ -53,7 +53,8 @@ OTHER_BLEU_NAME = "lowercased, intl-tokenised BLEU"
 class RowStats:
     """A row's scores over its scored seeds, and the seeds it plans and has ended (scored seeds without a
     value of the metric, e.g. a measurement older records lack, count as ended but not in ``n``).
-    ``samples`` is "rounds" where mean, std and n are of a timing pass's rounds instead of the seeds."""
+    ``samples`` is "rounds" where mean, std and n are of a timing pass's rounds instead of the seeds, and
+    ``gap`` then says why the pass has fewer than 2 of them."""
 
     mean: float
     std: float
@@ -61,6 +62,7 @@ class RowStats:
     planned: int
     ended: int
     samples: str = "seeds"
+    gap: str = ""
 
     def term(self, weight: float) -> tuple[float, float, float, int]:
         return weight, self.mean, self.std, self.n
@@ -79,12 +81,17 @@ def row_stats(table: StudyTable, records: list[dict], metric: str = "test_bleu")
 
 def pass_row_stats(speed: dict, metric: str, involved: list[str], seeds: dict[str, RowStats]) -> dict[str, RowStats]:
     """The ``involved`` rows' ``metric`` over the timing pass's rounds (a row the pass lacks, or timed before
-    passes kept rounds: no samples), with the planned and ended seeds of ``seeds``."""
-    rounds = pass_rounds(speed, metric)
+    passes kept rounds: no samples, and ``gap`` says so), with the planned and ended seeds of ``seeds``."""
+    timed = pass_rounds(speed, metric)
+    again = "python -m study.speed with --repeats 3 or more times every row again"
     out = {}
     for label in involved:
-        mean, std, n = mean_std(rounds.get(label, []))
-        out[label] = RowStats(mean, std, n, seeds[label].planned, seeds[label].ended, samples="rounds")
+        rounds = timed.get(label, ([], ""))[0]
+        gap = ("" if len(rounds) >= 2 else f"{label} is not in the timing pass ({again})" if label not in timed
+               else f"{label}: the timing pass kept no rounds, only its fastest (written before passes kept them; "
+                    f"{again})" if not rounds else f"{label}: the timing pass has 1 round of it ({again})")
+        mean, std, n = mean_std(rounds)
+        out[label] = RowStats(mean, std, n, seeds[label].planned, seeds[label].ended, samples="rounds", gap=gap)
     return out
 
 
@@ -143,9 +150,11 @@ def readiness(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | None
                if rows[label].ended < rows[label].planned]
     unmeasured = [f"{label}: {rows[label].n} of its {rows[label].ended} ended seeds recorded {claim.metric}"
                   for label in involved if rows[label].samples == "seeds" and rows[label].n < rows[label].ended]
-    unmeasured += [f"{label}: the timing pass has {rows[label].n} round{'s' if rows[label].n != 1 else ''} of it "
-                   f"(python -m study.speed with --repeats 3 or more times every row again)"
-                   for label in involved if rows[label].samples == "rounds" and rows[label].n < 2]
+    unmeasured += [rows[label].gap for label in involved if rows[label].samples == "rounds" and rows[label].gap]
+    if len(machines) > 1 and rows[involved[0]].samples == "rounds":  # a pass that timed rows on several devices
+        return False, False, "; ".join(missing + unmeasured + [
+            f"the timing pass timed its rows on {len(machines)} devices ({', '.join(machines)}), and a "
+            f"{claim.metric} claim compares rows timed on one"])
     if len(machines) > 1:  # ``machines``: timing_machines of its rows; a speed comparison across CPU types measures machines
         return False, False, "; ".join(missing + unmeasured + [
             f"its seeds were timed on {len(machines)} CPU types ({', '.join(machines)}), and a {claim.metric} "
@@ -224,7 +233,9 @@ def claim_samples(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | 
         return rows, timing_machines(claim, involved, records), False
     sizing = claim.sizing_row(reference)
     timed = involved + ([sizing] if sizing is not None and sizing not in involved else [])
-    return pass_row_stats(timing_pass, claim.metric, timed, rows), [pass_machine(timing_pass)], True
+    devices = sorted({device for label, (_, device) in pass_rounds(timing_pass, claim.metric).items() if label in timed})
+    machines = [pass_machine(timing_pass)] if len(devices) <= 1 else devices
+    return pass_row_stats(timing_pass, claim.metric, timed, rows), machines, True
 
 
 def judge(claims: list[ClaimSpec], rows_by_metric: dict[str, dict[str, RowStats]], reference: str | None,

@@ -211,7 +211,7 @@ def _shown(entry: dict) -> str:
 def _sensitivity(entry: dict, without: list[dict] | None, index: int, improving: set[str], records: list[dict]) -> str:
     """The verdict without the still-improving seeds: "same", that verdict, UNDER_TWO, or "-" when none of the
     claim's rows has such a seed (or the claim is not tested)."""
-    if without is None or entry["verdict"] == NOT_TESTED:
+    if without is None or entry["verdict"] == NOT_TESTED or entry.get("timing_pass"):  # a pass's rounds: no seeds
         return "-"
     claim = entry["claim"]
     rows = {claim.row} if claim.claim == "diverges" else set(entry["weights"])
@@ -248,10 +248,13 @@ def _pass_notes(judged: list[dict], timing_pass: dict | None) -> list[str]:
         return []
     threads = f"{timing_pass['threads']} thread" + ("s" if timing_pass["threads"] != 1 else "")
     return [f"{', '.join(entry['claim'].name for entry in from_pass)}: judged from the study's timing pass "
-            f"(python -m study.speed, {timing_pass['date']}, {from_pass[0]['timing_pass']}, {threads}), not the "
-            f"trials' own timings: each row's samples are the pass's {timing_pass['repeats']} interleaved rounds of "
-            f"one model, so the test and intervals are of the round-to-round noise on that machine and the verdict "
-            f"says how the rows' speeds compare there; seeds needed does not apply."]
+            f"(python -m study.speed, {timing_pass['date']}, {from_pass[0]['timing_pass']}, {threads}, "
+            f"{timing_pass['repeats']} interleaved rounds of each row's model at fresh weights), not the trials' own "
+            f"timings. Each row's samples are its rounds, taken as independent (interleaving pairs them, which the "
+            f"test leaves out): ours is their mean (the table's speed columns show the fastest round), and the test, "
+            f"CI, one run and MDE are of the round-to-round noise of that machine, not of seeds or machines, so more "
+            f"rounds narrow them. The verdict says how the rows' speeds compare there; for a size claim, whether "
+            f"the paper's ratio (other hardware, its model size) holds on that machine. Seeds needed does not apply."]
 
 
 def _signatures(records: list[dict], references_text: list[str] | None) -> list[str]:

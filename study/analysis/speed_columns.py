@@ -30,18 +30,40 @@ def read_speed(study_dir: Path) -> dict | None:
         missing = [key for key in ("date", "machine", "threads", "repeats", "rows") if key not in speed]
         if missing:
             raise KeyError(", ".join(missing))
+        for key in ("repeats", "threads"):
+            if not _count(speed[key]):
+                raise ValueError(f"{key} {speed[key]!r}: a whole number, at least 1")
+        labels = [row["label"] for row in speed["rows"]]
+        if len(set(map(str, labels))) != len(labels):
+            raise ValueError("a row is timed twice: " + ", ".join(sorted({str(x) for x in labels if labels.count(x) > 1})))
         for row in speed["rows"]:
-            if not isinstance(row["label"], str) or not all(isinstance(row[key], (int, float)) for key in SPEED_METRICS):
-                raise ValueError(f"row {row!r}: a label and two speeds expected")
-            for key in (metric + ROUNDS for metric in SPEED_METRICS if metric + ROUNDS in row):
-                rounds = row[key]
-                if not isinstance(rounds, list) or len(rounds) != speed["repeats"] or not all(
-                        isinstance(value, (int, float)) and math.isfinite(value) and value > 0 for value in rounds):
-                    raise ValueError(f"row {row['label']!r}: {key} is not {speed['repeats']} speeds (its repeats)")
+            _check_row(row, speed["repeats"])
     except (ValueError, KeyError, TypeError) as err:
         raise UserError(f"{path}: not a timing pass of python -m study.speed ({type(err).__name__}: {err}); "
                         f"delete it or run python -m study.speed {study_dir.name} again") from None
     return speed
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def _speed(value) -> bool:
+    """A speed as the pass writes it: a positive finite number (not a bool, which JSON's true would read as)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _check_row(row: dict, repeats: int) -> None:
+    """A row of the pass: a label, two positive speeds, and, where the pass kept them, each speed's ``repeats``
+    rounds, the fastest of which is the speed."""
+    if not isinstance(row["label"], str) or not all(_speed(row[key]) for key in SPEED_METRICS):
+        raise ValueError(f"row {row!r}: a label and two speeds expected")
+    for metric in (metric for metric in SPEED_METRICS if metric + ROUNDS in row):
+        rounds = row[metric + ROUNDS]
+        if not isinstance(rounds, list) or len(rounds) != repeats or not all(_speed(value) for value in rounds):
+            raise ValueError(f"row {row['label']!r}: {metric + ROUNDS} is not {repeats} speeds (its repeats)")
+        if not math.isclose(max(rounds), row[metric], rel_tol=1e-9):
+            raise ValueError(f"row {row['label']!r}: {metric} {row[metric]} is not the fastest of its rounds")
 
 
 def speed_note(speed: dict, untimed: list[str]) -> str:
@@ -71,11 +93,11 @@ def with_speed(rows, speed: dict | None):
     return rows
 
 
-def pass_rounds(speed: dict, metric: str) -> dict[str, list[float]]:
-    """Row label -> the pass's speed of ``metric`` in each timed round (rows timed before passes kept their
-    rounds: none)."""
-    return {row["label"]: [float(value) for value in row[metric + ROUNDS]] for row in speed["rows"]
-            if metric + ROUNDS in row}
+def pass_rounds(speed: dict, metric: str) -> dict[str, tuple[list[float], str]]:
+    """Row label -> (the pass's speed of ``metric`` in each timed round, the device it ran on); a pass
+    written before passes kept their rounds has none for any row."""
+    return {row["label"]: ([float(value) for value in row.get(metric + ROUNDS, [])], str(row.get("device", "cpu")))
+            for row in speed["rows"]}
 
 
 def pass_machine(speed: dict) -> str:

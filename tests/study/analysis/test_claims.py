@@ -220,49 +220,99 @@ def test_a_speed_claim_is_judged_only_on_seeds_timed_on_one_cpu_type():
     assert "2 CPU types (Intel(R) Xeon(R) Processor (family 6, model 167, stepping 1), unrecorded)" in why
 
 
-def timing_pass(rounds: dict[str, list[float]]) -> dict:
-    """A speed.json as python -m study.speed writes it, with these rows' train tokens/s in each round."""
+def timing_pass(rounds: dict[str, list[float]], decode: dict[str, list[float]] | None = None,
+                devices: dict[str, str] | None = None) -> dict:
+    """A speed.json as python -m study.speed writes it, with these rows' train tokens/s (and decode words/s) in
+    each round."""
+    decode = decode or {label: [10.0] * len(values) for label, values in rounds.items()}
     return {"date": "2026-12-05", "machine": "Intel(R) Xeon(R) Processor", "threads": 1,
             "cpu": "Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2; avx512f, avx2)",
             "repeats": len(next(iter(rounds.values()))),
-            "rows": [{"label": label, "train_tokens_per_s": max(values), "decode_words_per_s": 10.0,
-                      "train_tokens_per_s_rounds": values, "decode_words_per_s_rounds": [10.0] * len(values)}
+            "rows": [{"label": label, "train_tokens_per_s": max(values), "decode_words_per_s": max(decode[label]),
+                      "train_tokens_per_s_rounds": values, "decode_words_per_s_rounds": decode[label],
+                      "device": (devices or {}).get(label, "cpu")}
                      for label, values in rounds.items()]}
+
+
+def timed_records() -> list[dict]:
+    """Three rows of three seeds whose own timings were taken on two CPU types."""
+    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
+    for record in records:  # the small row looks fastest only by its seed 1's machine
+        record["metrics"].update(train_tokens_per_s=9000.0 if record["seed"] == 1 else 2000.0, decode_words_per_s=50.0,
+                                 cpu=f"CPU type {1 if record['seed'] == 1 else 2}")
+    return records
+
+
+ROUNDS = {"base": [2000.0, 2010.0, 1990.0], "small": [2500.0, 2490.0, 2520.0], "tiny": [3000.0, 3100.0, 2900.0]}
+FASTER = claim(name="small-faster", claim="direction", metric="train_tokens_per_s",
+               paper={"value": 400.0, "reference": 2000.0, "source": "x"})
 
 
 def test_a_speed_claim_is_judged_from_the_timing_pass_when_the_study_has_one():
     """The pass's rounds are the rows' samples (Welch's test recomputed with scipy), whatever machines timed the
-    seeds; a row the pass lacks, or a pass of one round, leaves the claim not tested and says why."""
+    seeds, and the note says what they carry; the BLEU claims keep their seeds."""
     from scipy.stats import ttest_ind
 
-    records = records_of({"base": [30.0, 30.4, 29.8], "small": [27.0, 27.3, 26.9], "tiny": [24.0, 24.2, 23.7]})
-    for record in records:  # seeds timed on two CPU types, the small row's faster only on one of them
-        record["metrics"].update(train_tokens_per_s=9000.0 if record["seed"] == 1 else 2000.0,
-                                 cpu=f"CPU type {1 if record['seed'] == 1 else 2}")
-    faster = claim(name="small-faster", claim="direction", metric="train_tokens_per_s",
-                   paper={"value": 400.0, "reference": 2000.0, "source": "x"})
-    assert judged([faster], records).rows.loc[0, "verdict"] == NOT_TESTED
-    rounds = {"base": [2000.0, 2010.0, 1990.0], "small": [2500.0, 2490.0, 2520.0], "tiny": [3000.0, 3100.0, 2900.0]}
-    table = judged([faster, claim()], records, timing_pass=timing_pass(rounds))
+    records = timed_records()
+    assert judged([FASTER], records).rows.loc[0, "verdict"] == NOT_TESTED
+    table = judged([FASTER, claim()], records, timing_pass=timing_pass(ROUNDS))
     rows = table.rows.set_index("claim")
-    expected = ttest_ind(rounds["small"], rounds["base"], equal_var=False)
+    expected = ttest_ind(ROUNDS["small"], ROUNDS["base"], equal_var=False)
     assert rows.loc["small-faster", "verdict"] == REPRODUCED
     assert rows.loc["small-faster", "estimate"] == pytest.approx(2503.3333333 - 2000.0)
+    assert rows.loc["small-faster", "fraction"] == pytest.approx(503.3333333 / 2000.0)
+    assert rows.loc["small-faster", "paper_scaled"] == pytest.approx(0.2 * 2000.0)
     assert rows.loc["small-faster", "p_value"] == pytest.approx(expected.pvalue, rel=1e-9)
     assert rows.loc["small-faster", "df"] == pytest.approx(expected.df, rel=1e-9)
     assert rows.loc["small-faster", "seeds_needed_text"] == "-" and math.isfinite(rows.loc["small-faster", "mde"])
     assert rows.loc["smaller-worse", "verdict"] == REPRODUCED and rows.loc["smaller-worse", "seeds_needed_text"] != "-"
     note = next(line for line in table.notes() if line.startswith("small-faster: judged from the study's timing pass"))
-    assert "2026-12-05, Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2; avx512f, avx2), 1 thread" in note
-    assert "3 interleaved rounds" in note and "smaller-worse" not in note
-    lacking = judged([faster], records, timing_pass=timing_pass({"base": rounds["base"]})).rows
-    assert lacking.loc[0, "verdict"] == NOT_TESTED and lacking.loc[0, "why_not_tested"] == (
-        "small: the timing pass has 0 rounds of it (python -m study.speed with --repeats 3 or more times every row again)")
-    single = judged([faster], records, timing_pass=timing_pass({label: v[:1] for label, v in rounds.items()})).rows
-    assert single.loc[0, "verdict"] == NOT_TESTED and "the timing pass has 1 round of it" in single.loc[0, "why_not_tested"]
-    waiting = judged([faster], records[:-1], timing_pass=timing_pass(rounds)).rows  # the study's seeds still gate it
-    assert waiting.loc[0, "verdict"] == REPRODUCED  # tiny is not in the claim
-    waiting = judged([faster], [r for r in records if r["key"] != "small3"], timing_pass=timing_pass(rounds)).rows
+    assert ("(python -m study.speed, 2026-12-05, Intel(R) Xeon(R) Processor (family 6, model 207, stepping 2; avx512f, "
+            "avx2), 1 thread, 3 interleaved rounds of each row's model at fresh weights)") in note
+    assert "not of seeds or machines" in note and "smaller-worse" not in note
+    # a seed still improving changes nothing the pass measured: no "without improving" reading of it
+    improving = judged([FASTER, claim()], records, plateau={"small2": False}, timing_pass=timing_pass(ROUNDS)).rows
+    assert improving.set_index("claim").loc["small-faster", "sensitivity_text"] == "-"
+    assert improving.set_index("claim").loc["smaller-worse", "sensitivity_text"] != "-"
+
+
+def test_a_pass_claim_reads_its_metrics_rounds_and_sizes_by_its_sizing_rows_rounds():
+    decode = {"base": [40.0, 44.0, 42.0], "small": [50.0, 52.0, 54.0], "tiny": [60.0, 61.0, 59.0]}
+    sized = claim(name="tiny-decodes-faster", claim="size", metric="decode_words_per_s", row="tiny", against="small",
+                  relative_to="base", paper={"value": 4.0, "reference": 40.0, "source": "x"})
+    same = claim(name="small-same-speed", claim="no_difference", metric="decode_words_per_s", margin=0.05,
+                 margin_basis="a reason", paper={"value": 0.0, "reference": 40.0, "source": "x"})
+    rows = judged([sized, same], timed_records(), timing_pass=timing_pass(ROUNDS, decode)).rows.set_index("claim")
+    assert rows.loc["tiny-decodes-faster", "estimate"] == pytest.approx(60.0 - 52.0)
+    assert rows.loc["tiny-decodes-faster", "paper_scaled"] == pytest.approx(0.1 * 42.0)  # base's mean round, not small's
+    # 8 words/s apart beyond the rounds' noise, and the paper's +10% of base (4.2) inside one more round's interval
+    assert rows.loc["tiny-decodes-faster", "verdict"] == REPRODUCED
+    assert rows.loc["tiny-decodes-faster", "run_low"] < 4.2 < rows.loc["tiny-decodes-faster", "run_high"]
+    assert rows.loc["small-same-speed", "estimate"] == pytest.approx(52.0 - 42.0)
+    assert rows.loc["small-same-speed", "verdict"] == NOT_REPRODUCED  # 10 words/s apart against a margin of 2.1
+
+
+def test_a_pass_without_the_rounds_a_claim_needs_leaves_it_not_tested_and_says_why():
+    records = timed_records()
+    again = "python -m study.speed with --repeats 3 or more times every row again"
+
+    def why(speed: dict) -> str:
+        row = judged([FASTER], records, timing_pass=speed).rows.loc[0]
+        assert row["verdict"] == NOT_TESTED
+        return row["why_not_tested"]
+
+    assert why(timing_pass({"base": ROUNDS["base"]})) == f"small is not in the timing pass ({again})"
+    assert why(timing_pass({label: v[:1] for label, v in ROUNDS.items()})) == (
+        f"small: the timing pass has 1 round of it ({again}); base: the timing pass has 1 round of it ({again})")
+    old = timing_pass(ROUNDS)
+    for row in old["rows"]:
+        del row["train_tokens_per_s_rounds"]
+    assert why(old).startswith("small: the timing pass kept no rounds, only its fastest (written before passes kept them")
+    assert why(timing_pass(ROUNDS, devices={"small": "cuda:0"})) == (
+        "the timing pass timed its rows on 2 devices (cpu, cuda:0), and a train_tokens_per_s claim compares rows "
+        "timed on one")
+    # the study's seeds still gate it, as every claim
+    waiting = judged([FASTER], [r for r in records if r["key"] != "small3"], timing_pass=timing_pass(ROUNDS)).rows
     assert waiting.loc[0, "verdict"] == NOT_TESTED and waiting.loc[0, "why_not_tested"] == "small has 2 of 3 seeds"
 
 
