@@ -171,10 +171,44 @@ def machine_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def measure_as_trials_run(configs: dict[str, dict], batches: int, sentences: int, repeats: int, threads: int,
+                          numerics: str) -> dict:
+    """``measure`` in a new process that starts as a trial worker does, with the study's numerics in its
+    environment from its first instruction (``apply_numerics`` here sets it; the child inherits it): MKL takes
+    its code path from ``MKL_CBWR`` once, at its first call, so a process that has computed anything keeps the
+    path it took then (in this one, loading the study can have), and a pass timed there would run other kernels
+    than the trials (on an AVX-512 Xeon, portable numerics' training ran at a quarter of the native speed).
+    Returns the rows, the child's numerics record and what it said."""
+    # multiprocessing's spawn starts a fresh interpreter: nothing of this process's kernels carries over
+    import multiprocessing
+
+    apply_numerics(numerics, strict=False)  # the environment the child starts with
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_measure_here, (configs, batches, sentences, repeats, threads, numerics))
+
+
+def _measure_here(configs: dict[str, dict], batches: int, sentences: int, repeats: int, threads: int,
+                  numerics: str) -> dict:
+    """The child of ``measure_as_trials_run``: numerics checked (strictly: nothing has computed yet), one
+    trial's threads, freed memory kept as the trial workers keep it."""
+    # the child's torch, after the numerics are set
+    import torch
+
+    from nmt.numerics import numerics_record
+
+    apply_numerics(numerics, "the timing pass", strict=True)
+    torch.set_num_threads(threads)
+    kept = keep_freed_memory()
+    lines: list[str] = []
+    rows = measure(configs, batches, sentences, repeats, log=lines.append)
+    return {"rows": rows, "numerics": numerics_record(numerics), "malloc": kept, "lines": lines}
+
+
 def time_study(name: str, results: Path, threads: int, batches: int, sentences: int, repeats: int,
                say: Callable[[str], None] = lambda line: print(line, flush=True)) -> Path:
-    """Time every row of the stored study ``name``, write ``speed.json`` beside its tables and rebuild
-    them (their speed columns then show these numbers). Returns the ``speed.json`` path."""
+    """Time every row of the stored study ``name`` (in a new process with the trials' numerics:
+    ``measure_as_trials_run``), write ``speed.json`` beside its tables and rebuild them (their speed
+    columns then show these numbers). Returns the ``speed.json`` path."""
     # torch loads only when something is timed: the command answers --help and bad names first
     import torch
 
@@ -186,15 +220,13 @@ def time_study(name: str, results: Path, threads: int, batches: int, sentences: 
     stored = load_stored_study(study_dir)
     configs = row_configs(stored.spec, stored.records)
     numerics = records_numerics(stored.records) or stored.spec.fields.numerics  # as the trials computed
-    if not apply_numerics(numerics, strict=False):
-        say(f"note: this process computed before with other kernels, so these times are of those, not of "
-            f"numerics {numerics}")
-    torch.set_num_threads(threads)
-    keep_freed_memory()  # as the trial workers do: the rows run as fast as they trained
     say(f"timing {len(configs)} rows of {name} on {machine_name()} with {threads} torch thread"
-        f"{'s' if threads != 1 else ''}")
+        f"{'s' if threads != 1 else ''} and numerics {numerics}, in a new process")
     started = time.perf_counter()
-    rows = measure(configs, batches, sentences, repeats, log=say)
+    timed = measure_as_trials_run(configs, batches, sentences, repeats, threads, numerics)
+    rows = timed["rows"]
+    for line in timed["lines"]:
+        say(line)
     for row in rows:
         say(f"  {row['label']:<40} {row['train_tokens_per_s']:>9,.0f} train tok/s {row['decode_words_per_s']:>9,.0f} "
             f"decode w/s")
@@ -204,8 +236,8 @@ def time_study(name: str, results: Path, threads: int, batches: int, sentences: 
         cpu += f" with {torch.cuda.get_device_name()}"
     write_json(study_dir / SPEED_FILE, {
         "date": time.strftime("%Y-%m-%d"), "machine": machine, "cpu": cpu, "threads": threads,
-        "torch": torch.__version__, "batches": batches, "sentences": sentences, "repeats": repeats,
-        "seconds": round(time.perf_counter() - started, 1), "rows": rows})
+        "torch": torch.__version__, "numerics": timed["numerics"], "malloc": timed["malloc"], "batches": batches,
+        "sentences": sentences, "repeats": repeats, "seconds": round(time.perf_counter() - started, 1), "rows": rows})
     say(f"wrote {study_dir / SPEED_FILE} ({time.perf_counter() - started:.0f} s); rebuilding the tables")
     rebuild_exports(results, name, say=say)
     return study_dir / SPEED_FILE
