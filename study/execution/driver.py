@@ -299,7 +299,7 @@ def run_trials(run: StudyRun) -> tuple[list[dict], bool, dict[str, str]]:
                 trial.home_node = node
         prices = TrialPrices(work, machine=cpu_description())  # a cluster's nodes may differ: the driver's, a guess
         limit = None if options.how.time_limit is None else TimeLimit(options.how.time_limit, run.started, prices,
-                                                                      run.say)
+                                                                      run.say, spec.fields.budget.epochs)
         tuner, to_run = build_tuner(run, storage, Path(ray_storage), prices, limit)
         try:
             if to_run:

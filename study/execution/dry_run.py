@@ -142,7 +142,7 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
             f"numerics {spec.fields.numerics}")
     torch.set_num_threads(max(1, int(cpus_per_trial)))
     keep_freed_memory()  # as the trial workers do: without it steps run up to a quarter slower
-    costs, priced = _timed_rows(trials, stats, stored, log)
+    costs, priced, capped = _timed_rows(trials, stats, stored, log)
     trials_total = spec.fields.search.num_samples if spec.kind == "search" else len(trials)
     if spec.kind == "search":  # the base config's cost for every sample
         costs = [sum(costs) / max(1, len(costs))] * trials_total
@@ -160,25 +160,33 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
         f"side by side, Ray and the checkpoints make them slower{sooner}. Nothing was trained or written; run it "
         f"without --dry-run.")
     if time_limit is not None and spec.kind != "search":
-        ends, held = within_limit(costs, max(1, concurrency), time_limit * 3600.0)
+        ends, held = within_limit(costs, max(1, concurrency), time_limit * 3600.0, capped)
         late = len(costs) - ends - held
         log(f"--time-limit {time_limit:g}: by these prices {ends} of the {len(costs)} trials would end within it"
             f"{f', {late} would start unpriced and end after it' if late else ''} and {held} wait for --resume (the "
-            f"run prices by its own finished trials; until one has finished, trials start unpriced while time is left)")
+            f"run prices by its own finished trials; until one has finished, a trial starts while time is left and its "
+            f"first epoch prices it up to the epoch cap)")
     return 0
 
 
-def within_limit(costs: list[float], workers: int, limit: float) -> tuple[int, int]:
+def within_limit(costs: list[float], workers: int, limit: float,
+                 capped: list[tuple[float, float]] | None = None) -> tuple[int, int]:
     """(trials that end within ``limit`` seconds, trials held back) when ``workers`` take the trials in order and
     --time-limit's rule decides each start: a trial starts while time is left if no trial has ended yet
     (nothing is priced), else only if it ends within the limit; one that starts unpriced counts as ending
-    within the limit only if it does."""
+    within the limit only if it does. ``capped``: each trial's (seconds until its first epoch prices it, its
+    seconds at the study's epoch cap): a trial started unpriced is held back there when the cap would end after
+    the limit."""
     free_at = [0.0] * workers  # a heap
     first_end = math.inf
     ends = held = 0
-    for seconds in costs:
+    for index, seconds in enumerate(costs):
         start = free_at[0]
         if start >= limit or (start >= first_end and start + seconds > limit):
+            held += 1
+            continue
+        if capped is not None and start < first_end and start + capped[index][1] > limit:
+            heapq.heapreplace(free_at, start + capped[index][0])  # its first epoch, then held back
             held += 1
             continue
         end = start + seconds
@@ -198,13 +206,17 @@ def _budget_text(spec: StudySpec) -> str:
     return ", ".join(parts) or "the base config"
 
 
-def _timed_rows(trials: list[Trial], stats: dict, stored: dict[str, float | None], log) -> tuple[list[float], set[float]]:
+def _timed_rows(trials: list[Trial], stats: dict, stored: dict[str, float | None],
+                log) -> tuple[list[float], set[float], list[tuple[float, float]]]:
     """Each trial's seconds, in the grid's order as the workers take them, from one timing of its row
-    (a line per row), and the epochs the plateau-stopped rows are priced at."""
+    (a line per row), the epochs the plateau-stopped rows are priced at, and each trial's (seconds until
+    --time-limit prices it by its own epochs: one epoch, none for a trial continued from its checkpoint; its
+    seconds at the study's epoch cap)."""
     rows: dict[str, list[Trial]] = {}
     for trial in trials:
         rows.setdefault(trial.label, []).append(trial)
     costs: list[float] = []
+    capped: list[tuple[float, float]] = []
     priced: set[float] = set()
     corpora: dict = {}
     log(f"{'row':<32} {'trials':>6} {'params':>9} {'step':>8} {'epoch':>8} {'trial':>8}")
@@ -212,11 +224,13 @@ def _timed_rows(trials: list[Trial], stats: dict, stored: dict[str, float | None
         timing = time_row(group[0].config, stats, corpora)
         epoch, trial = trial_seconds(timing)
         costs += [trial_seconds(timing, stored.get(t.key) or 0.0)[1] for t in group]
+        cap = timing.get("cap", timing["epochs"])  # as the run prices it: training and validation, no test decoding
+        capped += [(0.0 if stored.get(t.key) else epoch, epoch * max(cap - (stored.get(t.key) or 0.0), 0.0)) for t in group]
         if timing["epochs"] != timing.get("cap", timing["epochs"]):
             priced.add(timing["epochs"])
         log(f"{label[:32]:<32} {len(group):>6} {timing['params']:>9,} {1000 * timing['step_s']:>6.0f}ms "
             f"{_clock(epoch):>8} {_clock(trial):>8}")
-    return costs, priced
+    return costs, priced, capped
 
 
 def _clock(seconds: float) -> str:

@@ -8,10 +8,13 @@ Ray Tune starts every trial it has a free worker for, so a trial is held back at
 run, which comes before it trains or writes anything: a trial that continues from a checkpoint says where it
 stands, a new one that it starts (``announce_start``, set for a run with a limit). Its price is what is left of
 its row's longest trial so far (``study.execution.trial_prices``, with ``max``); before any trial of the study
-finished nothing is priced and a trial starts while time is left. Once the limit has passed, no trial starts
-or continues. The price counts a trial's training and validation, not its start-up or the final decoding of
-the test set (seconds to minutes), and comes from the trials timed on this CPU type once one has finished,
-from other machines until then: a limit with a margin below the machine's own end is the safe way to give it."""
+finished nothing prices it and a trial starts while time is left, and its first epoch then prices it: its own
+time an epoch times the epochs left to the study's cap (budget.epochs; a trial stopped sooner by its plateau or
+patience costs less, but nothing says how much less), and a trial that would end after the limit is held back
+there. Once the limit has passed, no trial starts or continues. The price counts a trial's training and
+validation, not its start-up or the final decoding of the test set (seconds to minutes), and comes from the
+trials timed on this CPU type once one has finished, from other machines until then: a limit with a margin
+below the machine's own end is the safe way to give it."""
 
 from __future__ import annotations
 
@@ -43,43 +46,65 @@ class TimeLimit:
     """A Ray Tune stopper (``__call__`` and ``stop_all``; Ray is not imported here, so ``--dry-run`` checks
     the option without it). It stops a trial at its first report of this run when the limit has passed or the
     trial's price says it ends after it; such a trial goes into ``prices.held_back`` ({trial key: "ROW seed S"}):
-    it is not done and gets no verdict. ``now`` is the clock (``time.time``)."""
+    it is not done and gets no verdict. A trial let through unpriced (no trial of the study has finished) is
+    asked once more, at its first report with an epoch trained: then its own time an epoch, times the epochs
+    left to the study's cap (``max_epochs``, budget.epochs; none: it is not asked again), prices it, and it is
+    held back there, its checkpoint kept, if that ends after the limit. ``now`` is the clock (``time.time``)."""
 
     def __init__(self, hours: float, started: float, prices: TrialPrices, say: Callable[[str], None],
-                 now: Callable[[], float] = time.time):
+                 max_epochs: float | None = None, now: Callable[[], float] = time.time):
         self.deadline = started + hours * 3600.0
         self.prices = prices
         prices.deadline = self.deadline  # the progress line, which shares the prices, says when its ETA passes it
         self.say = say
+        self.max_epochs = max_epochs
         self.now = now
         self.checked: set[str] = set()
+        self.unpriced: set[str] = set()  # let through before anything priced them: asked again after an epoch
 
     def __call__(self, trial_id, result) -> bool:
         key = result.get("trial_key")
-        if not isinstance(key, str) or result.get("final") or key in self.checked:
+        if not isinstance(key, str) or result.get("final") or (key in self.checked and key not in self.unpriced):
             return False  # a finished trial's replay, or a trial already let through (also when Ray retries it)
+        first = key not in self.checked
         self.checked.add(key)
         label = str(result.get("label", ""))
         trained = result.get("elapsed_s")
         trained = float(trained) if isinstance(trained, (int, float)) else 0.0
-        self.prices.note_progress(key, label, trained, result.get("epochs_trained"))
+        epoch = result.get("epochs_trained")
+        epoch = float(epoch) if isinstance(epoch, (int, float)) else 0.0
+        self.prices.note_progress(key, label, trained, epoch)
         left = self.deadline - self.now()
         price, how = self.prices.price(label, max)
-        needs = None if price is None else max(price - trained, 0.0)
+        needs, how = (None, "") if price is None else (max(price - trained, 0.0), f"{how} at the longest")
+        if needs is None:
+            needs, how = self._own_pace(trained, epoch)
+        if needs is None and first and left > 0:
+            self.unpriced.add(key)  # nothing prices it yet: it starts, and its first epoch will
+        elif needs is not None or left <= 0:
+            self.unpriced.discard(key)
         if left > 0 and (needs is None or needs <= left):
             return False
-        seed = result.get("seed")
+        self._hold(key, label, result.get("seed"), epoch, "the limit has passed" if left <= 0 else
+                   f"it needs {clock(needs)} more, priced by {how}; {clock(left)} left")
+        return True
+
+    def _own_pace(self, trained: float, epoch: float) -> tuple[float | None, str]:
+        """What is left of a trial with no price, by its own time an epoch up to the study's epoch cap."""
+        if self.max_epochs is None or epoch < 1 or trained <= 0:
+            return None, ""
+        pace = trained / epoch
+        return pace * max(self.max_epochs - epoch, 0.0), (f"its own {clock(pace)} an epoch up to the study's cap of "
+                                                          f"{self.max_epochs:g} epochs (budget.epochs)")
+
+    def _hold(self, key: str, label: str, seed, epoch: float, why: str) -> None:
         who = f"{label} seed {seed:g}" if isinstance(seed, (int, float)) else label  # reported as a float
         self.prices.held_back[key] = who
-        epoch = result.get("epochs_trained")
-        why = ("the limit has passed" if left <= 0 else
-               f"it needs {clock(needs)} more, priced by {how} at the longest; {clock(left)} left")
-        if isinstance(epoch, (int, float)) and epoch > 0:
+        if epoch > 0:
             self.say(f"held back by --time-limit: {who} at epoch {epoch:g} ({why}); its checkpoint is kept, --resume "
                      f"continues it")
         else:
             self.say(f"held back by --time-limit: {who}, not started ({why}); --resume starts it")
-        return True
 
     def stop_all(self) -> bool:
         return False

@@ -79,6 +79,10 @@ def test_within_a_time_limit_trials_start_unpriced_until_one_ends_then_only_if_t
     assert within_limit([60.0, 150.0, 90.0, 30.0], 2, 100.0) == (2, 1)
     assert within_limit([100.0], 1, 50.0) == (0, 0)  # started unpriced, ends after it
     assert within_limit([10.0, 10.0], 1, 10.0) == (1, 1)  # the second would start as the limit passes
+    # an unpriced trial's first epoch prices it up to the epoch cap: held back there when that ends after the limit,
+    # its worker free again after that epoch
+    assert within_limit([100.0, 100.0, 100.0], 2, 250.0, [(5.0, 300.0), (5.0, 200.0), (5.0, 200.0)]) == (2, 1)
+    assert within_limit([100.0], 1, 150.0, [(5.0, 140.0)]) == (1, 0)  # its cap fits: it goes on, and ends within it
 
 
 def test_dry_run_leaves_out_the_trials_reuse_from_would_copy(tmp_path, cache_dir, capsys):
