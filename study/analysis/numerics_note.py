@@ -8,9 +8,16 @@ from nmt.numerics import arithmetic_pinning, record_arithmetic
 LEGACY = "native"  # a record from before the setting existed computed with the CPU's own kernels
 
 
+def computed(records: list[dict]) -> list[dict]:
+    """The records that say how their trial computed: those with the setting, and ended trials from before it
+    existed (LEGACY); a trial still running, or one that failed, has only its progress, which names none."""
+    return [r for r in records if isinstance(r.get("metrics"), dict)
+            and (r["metrics"].get("numerics") or r.get("status") not in ("running", "failed"))]
+
+
 def records_numerics(records: list[dict]) -> str | None:
     """The one numerics setting the records computed with; None when they have none or mix them."""
-    settings = {str(r["metrics"].get("numerics") or LEGACY) for r in records if isinstance(r.get("metrics"), dict)}
+    settings = {str(r["metrics"].get("numerics") or LEGACY) for r in computed(records)}
     return settings.pop() if len(settings) == 1 else None
 
 
@@ -32,7 +39,8 @@ def _kernels_sentence(records: list[dict]) -> str:
 
 
 def _setting_sentence(records: list[dict]) -> str:
-    metrics = [r["metrics"] for r in records if isinstance(r.get("metrics"), dict)]
+    records = computed(records)
+    metrics = [r["metrics"] for r in records]
     ways = sorted({record_arithmetic(m, LEGACY) for m in metrics})
     if not ways:
         return ""

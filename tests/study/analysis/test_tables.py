@@ -459,6 +459,12 @@ def test_the_numerics_note_says_where_the_numbers_hold():
                                      "can train the same seeds to other numbers.")
     assert numerics_note(portable + legacy).startswith("numerics: mixed (1 native, 2 portable-2 trials)")
     assert records_numerics(portable + legacy) is None and numerics_note([]) == ""
+    # a trial still running (or failed) has only its progress, which names no setting: it is not a legacy record
+    progress = [{"status": "running", "metrics": {"epoch": 8}, "cpu": "Intel Xeon"},
+                {"status": "failed", "metrics": {}}]
+    assert records_numerics(portable + progress) == "portable" and numerics_note(portable + progress) == \
+        numerics_note(portable)
+    assert records_numerics(progress) is None and numerics_note(progress) == ""
     # trials on the opt-in Triton kernels (nmt.ops.kernels) are named; the default adds nothing
     triton = [{"metrics": {"numerics": "portable", "pinning": 2, "kernels": "triton"}}]
     assert numerics_note(portable + [{"metrics": {"numerics": "portable", "pinning": 2, "kernels": "torch"}}]) == \
