@@ -8,11 +8,15 @@ from nmt.numerics import arithmetic_pinning, record_arithmetic
 LEGACY = "native"  # a record from before the setting existed computed with the CPU's own kernels
 
 
+FINAL = ("ok", "truncated", "diverged")  # statuses whose record holds the trial's final metrics
+
+
 def computed(records: list[dict]) -> list[dict]:
-    """The records that say how their trial computed: those with the setting, and ended trials from before it
-    existed (LEGACY); a trial still running, or one that failed, has only its progress, which names none."""
+    """The records that say how their trial computed: those with the setting, and trials that ended with their
+    final metrics from before it existed (LEGACY); a trial still running, stopped or failed keeps only its
+    progress, which names none."""
     return [r for r in records if isinstance(r.get("metrics"), dict)
-            and (r["metrics"].get("numerics") or r.get("status") not in ("running", "failed"))]
+            and (r["metrics"].get("numerics") or r.get("status", "ok") in FINAL)]
 
 
 def records_numerics(records: list[dict]) -> str | None:

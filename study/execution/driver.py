@@ -45,7 +45,7 @@ from study.execution.row_cost import row_work
 from study.execution.run_tracking import open_parent_run, open_tracking, runs_closed_on_error
 from study.execution.study_data import prepare_data
 from study.execution.study_run import StudyRun, initial_state, mark_stopped
-from study.execution.time_limit import TimeLimit, check_time_limit
+from study.execution.time_limit import TimeLimit, check_time_limit, epoch_caps
 from study.execution.trainable import ray_node_id
 from study.execution.trial_prices import TrialPrices
 from study.execution.tuner import build_tuner, optuna_database
@@ -299,7 +299,7 @@ def run_trials(run: StudyRun) -> tuple[list[dict], bool, dict[str, str]]:
                 trial.home_node = node
         prices = TrialPrices(work, machine=cpu_description())  # a cluster's nodes may differ: the driver's, a guess
         limit = None if options.how.time_limit is None else TimeLimit(options.how.time_limit, run.started, prices,
-                                                                      run.say, spec.fields.budget.epochs)
+                                                                      run.say, epoch_caps(run.trials))
         tuner, to_run = build_tuner(run, storage, Path(ray_storage), prices, limit)
         try:
             if to_run:

@@ -34,7 +34,7 @@ from pathlib import Path
 from nmt.errors import UserError
 from nmt.fileio import write_json
 from nmt.memory import keep_freed_memory
-from nmt.numerics import apply_numerics
+from nmt.numerics import apply_numerics, numerics_record
 from study.analysis.numerics_note import records_numerics
 from study.analysis.exports import rebuild_exports
 from study.analysis.speed_columns import ROUNDS, SPEED_FILE
@@ -181,10 +181,17 @@ def measure_as_trials_run(configs: dict[str, dict], batches: int, sentences: int
     Returns the rows, the child's numerics record and what it said."""
     # multiprocessing's spawn starts a fresh interpreter: nothing of this process's kernels carries over
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     apply_numerics(numerics, strict=False)  # the environment the child starts with
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_measure_here, (configs, batches, sentences, repeats, threads, numerics))
+    try:
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return pool.submit(_measure_here, configs, batches, sentences, repeats, threads, numerics).result()
+    except BrokenProcessPool:
+        raise UserError("the timing pass's process ended without a result (killed, out of memory, or a script that "
+                        "calls study.api.time_study outside an if __name__ == '__main__' block, which a new "
+                        "process runs again); fewer --batches or --sentences need less memory") from None
 
 
 def _measure_here(configs: dict[str, dict], batches: int, sentences: int, repeats: int, threads: int,
@@ -193,8 +200,6 @@ def _measure_here(configs: dict[str, dict], batches: int, sentences: int, repeat
     trial's threads, freed memory kept as the trial workers keep it."""
     # the child's torch, after the numerics are set
     import torch
-
-    from nmt.numerics import numerics_record
 
     apply_numerics(numerics, "the timing pass", strict=True)
     torch.set_num_threads(threads)

@@ -461,7 +461,7 @@ def test_the_numerics_note_says_where_the_numbers_hold():
     assert records_numerics(portable + legacy) is None and numerics_note([]) == ""
     # a trial still running (or failed) has only its progress, which names no setting: it is not a legacy record
     progress = [{"status": "running", "metrics": {"epoch": 8}, "cpu": "Intel Xeon"},
-                {"status": "failed", "metrics": {}}]
+                {"status": "failed", "metrics": {}}, {"status": "stopped", "metrics": {"epoch": 3}}]
     assert records_numerics(portable + progress) == "portable" and numerics_note(portable + progress) == \
         numerics_note(portable)
     assert records_numerics(progress) is None and numerics_note(progress) == ""

@@ -201,3 +201,18 @@ def test_a_broken_pass_stops_the_table_rebuild_with_one_line(stored, tmp_path, c
     assert run_main(table_main, [stored.name, "--results", str(copy.parent)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "speed.json" in err[0] and "python -m study.speed" in err[0]
+
+
+class EndsTheProcessWhenLoaded:
+    """Unpickled in the timing pass's process, it ends that process at once, as the kernel's out-of-memory
+    killer would."""
+
+    def __reduce__(self):
+        return os._exit, (9,)
+
+
+def test_a_timing_process_that_dies_is_one_line_not_a_hang():
+    from study.execution.row_timing import measure_as_trials_run
+
+    with pytest.raises(UserError, match=r"the timing pass's process ended without a result \(killed, out of memory"):
+        measure_as_trials_run({"GRU": EndsTheProcessWhenLoaded()}, 1, 1, 1, 1, "native")

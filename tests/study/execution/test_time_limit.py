@@ -26,9 +26,10 @@ def _report(key: str, label: str = "GRU", epochs: float = 0, seconds: float = 0.
     return {"trial_key": key, "label": label, "seed": 1.0, "epochs_trained": epochs, "elapsed_s": seconds, "final": final}
 
 
-def _limit(hours: float, clock: Clock, prices: TrialPrices, max_epochs: float | None = None) -> tuple[TimeLimit, list[str]]:
+def _limit(hours: float, clock: Clock, prices: TrialPrices, caps: dict[str, float] | None = None
+           ) -> tuple[TimeLimit, list[str]]:
     said: list[str] = []
-    return TimeLimit(hours, started=0.0, prices=prices, say=said.append, max_epochs=max_epochs, now=clock), said
+    return TimeLimit(hours, started=0.0, prices=prices, say=said.append, caps=caps, now=clock), said
 
 
 def test_a_trial_starts_only_when_its_rows_longest_trial_ends_within_the_limit():
@@ -115,28 +116,45 @@ def test_bad_limits_are_one_line_and_exit_2_before_anything_runs(tmp_path):
         assert not (tmp_path / "results").exists()
 
 
-def test_a_trial_started_unpriced_is_priced_by_its_first_epoch_up_to_the_studys_epoch_cap():
-    """Nothing has finished: trials start; after an epoch, their own pace times the epochs left to budget.epochs
-    decides once whether they go on (the LSTM rows of cells_m30k, 5 minutes an epoch, 60 at most, in 2.75 hours)."""
+def test_a_trial_started_unpriced_is_priced_by_its_first_epoch_up_to_its_epoch_cap():
+    """Nothing has finished: trials start; after an epoch, their own pace times the epochs left to their cap
+    decides once whether they go on (the LSTM rows of cells_m30k, 2 minutes an epoch, 60 at most, in 1.8 hours)."""
     clock = Clock(0.0)
-    limit, said = _limit(2.75, clock, TrialPrices(), max_epochs=60)
+    caps = {key: 60.0 for key in ("slow", "fast", "b")}
+    limit, said = _limit(1.8, clock, TrialPrices(), caps)
     assert limit("t1", _report("slow", label="LSTM")) is False and limit("t2", _report("fast", label="ATR")) is False
-    clock.now = 300.0
-    assert limit("t1", _report("slow", label="LSTM", epochs=1, seconds=300.0)) is True  # 59 x 5 min > 2h40m left
+    assert limit("t1", _report("slow", label="LSTM")) is False  # a retry's start report: not yet an epoch
+    clock.now = 120.0
+    assert limit("t1", _report("slow", label="LSTM", epochs=1, seconds=120.0)) is True  # 59 x 2 min > 1h46m left
     assert limit.prices.held_back == {"slow": "LSTM seed 1"}
-    assert said == ["held back by --time-limit: LSTM seed 1 at epoch 1 (it needs 4h55m00s more, priced by its own "
-                    "5m00s an epoch up to the study's cap of 60 epochs (budget.epochs); 2h40m00s left); its checkpoint "
-                    "is kept, --resume continues it"]
-    assert limit("t2", _report("fast", label="ATR", epochs=1, seconds=150.0)) is False  # 59 x 2.5 min fits
+    assert said == ["held back by --time-limit: LSTM seed 1 at epoch 1 (it needs 1h58m00s more, priced by its own "
+                    "2m00s an epoch up to its cap of 60 epochs; 1h46m00s left); its checkpoint is kept, --resume "
+                    "continues it"]
+    assert limit("t2", _report("fast", label="ATR", epochs=1, seconds=90.0)) is False  # 59 x 1.5 min fits
     clock.now = 9000.0  # asked once: not again at a later epoch, even when its pace would no longer fit
     assert limit("t2", _report("fast", label="ATR", epochs=2, seconds=9000.0)) is False and len(said) == 1
-    # without a cap in epochs nothing prices a trial before one has finished: it is not asked again
-    clock.now = 0.0
-    uncapped, said = _limit(2.75, clock, TrialPrices())
-    assert uncapped("t3", _report("a", label="LSTM")) is False
-    assert uncapped("t3", _report("a", label="LSTM", epochs=1, seconds=9000.0)) is False and said == []
     # a trial continued from its checkpoint, unpriced, is priced by its own epochs at once
-    continued, said = _limit(1.0, clock, TrialPrices(), max_epochs=60)
+    clock.now = 0.0
+    continued, said = _limit(1.0, clock, TrialPrices(), caps)
     assert continued("t4", _report("b", label="LSTM", epochs=20, seconds=6000.0)) is True
     assert said[0].startswith("held back by --time-limit: LSTM seed 1 at epoch 20 (it needs 3h20m00s more, priced by "
                               "its own 5m00s an epoch")
+
+
+def test_an_unpriced_trial_is_asked_once_more_whatever_prices_it_then():
+    clock = Clock(0.0)
+    # without a cap nothing prices it after its first epoch either: it is not asked again, even past the limit
+    uncapped, said = _limit(1.0, clock, TrialPrices())
+    assert uncapped("t1", _report("a", label="LSTM")) is False
+    assert uncapped("t1", _report("a", label="LSTM", epochs=1, seconds=100.0)) is False
+    clock.now = 4000.0
+    assert uncapped("t1", _report("a", label="LSTM", epochs=4, seconds=400.0)) is False and said == []
+    # a trial of another row finishes before this one's first epoch: the higher of that price and its own pace counts
+    clock.now = 0.0
+    prices = TrialPrices()
+    limit, said = _limit(1.0, clock, prices, {"a": 60.0})
+    assert limit("t1", _report("a", label="LSTM")) is False
+    prices.note_finished(600.0, "GRU", 15)  # 40 s an epoch over 15 epochs: prices LSTM at 10 minutes
+    clock.now = 61.0  # its own pace: 59 x 61 s, past the limit; the finished trial's price (15 x 61 s) would fit
+    assert limit("t1", _report("a", label="LSTM", epochs=1, seconds=61.0)) is True
+    assert "(it needs 59m59s more, priced by its own 1m01s an epoch up to its cap of 60 epochs; 58m59s left)" in said[0]
