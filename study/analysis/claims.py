@@ -79,10 +79,11 @@ def row_stats(table: StudyTable, records: list[dict], metric: str = "test_bleu")
     return out
 
 
-def pass_row_stats(speed: dict, metric: str, involved: list[str], seeds: dict[str, RowStats]) -> dict[str, RowStats]:
-    """The ``involved`` rows' ``metric`` over the timing pass's rounds (a row the pass lacks, or timed before
-    passes kept rounds: no samples, and ``gap`` says so), with the planned and ended seeds of ``seeds``."""
-    timed = pass_rounds(speed, metric)
+def pass_row_stats(timed: dict[str, tuple[list[float], str]], involved: list[str],
+                   seeds: dict[str, RowStats]) -> dict[str, RowStats]:
+    """The ``involved`` rows' speed over the timing pass's rounds (``timed``: ``pass_rounds`` of the claim's
+    metric; a row the pass lacks, or timed before passes kept rounds: no samples, and ``gap`` says so), with
+    the planned and ended seeds of ``seeds``."""
     again = "python -m study.speed with --repeats 3 or more times every row again"
     out = {}
     for label in involved:
@@ -233,9 +234,10 @@ def claim_samples(claim: ClaimSpec, rows: dict[str, RowStats], reference: str | 
         return rows, timing_machines(claim, involved, records), False
     sizing = claim.sizing_row(reference)
     timed = involved + ([sizing] if sizing is not None and sizing not in involved else [])
-    devices = sorted({device for label, (_, device) in pass_rounds(timing_pass, claim.metric).items() if label in timed})
+    rounds = pass_rounds(timing_pass, claim.metric)
+    devices = sorted({device for label, (_, device) in rounds.items() if label in timed})
     machines = [pass_machine(timing_pass)] if len(devices) <= 1 else devices
-    return pass_row_stats(timing_pass, claim.metric, timed, rows), machines, True
+    return pass_row_stats(rounds, timed, rows), machines, True
 
 
 def judge(claims: list[ClaimSpec], rows_by_metric: dict[str, dict[str, RowStats]], reference: str | None,
