@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 
 from nmt.config import ModelConfig
 from nmt.decoders import Memory, make_decoder
@@ -132,3 +133,21 @@ class Seq2Seq(nn.Module):
 
 def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
     return Seq2Seq(cfg, src_vocab, tgt_vocab)
+
+
+class _NoNormalInit(TorchFunctionMode):
+    """Leaves ``normal_`` initialisations undone: on the meta device there is nothing to fill, and
+    PyTorch's meta ``normal_`` goes through a decomposition that imports ``torch._dynamo`` (about 3 s of
+    CPU in a study driver that builds a model only to count its parameters)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is nn.init.normal_ or func is Tensor.normal_:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **(kwargs or {}))
+
+
+def build_model_shapes(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
+    """The model with its parameters' shapes and no values: built on PyTorch's meta device, which
+    allocates nothing (a mistyped huge model costs no memory), for counting its parameters and products."""
+    with torch.device("meta"), _NoNormalInit():
+        return Seq2Seq(cfg, src_vocab, tgt_vocab)

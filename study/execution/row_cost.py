@@ -1,7 +1,7 @@
 """What an epoch of each row of a grid costs relative to the others, known before any of its
 trials has run: the forward products per target token of the row's model (``nmt.benchmarks.models``' count),
-built on PyTorch's meta device, which allocates nothing. The progress line's ETA prices a row it
-has not timed yet from the rows it has (``study.execution.callbacks.ProgressCallback``); ``finishing_time``
+built with its shapes only (``nmt.model.build_model_shapes``: no memory, no values). The progress line's ETA
+prices a row it has not timed yet from the rows it has (``study.execution.callbacks.ProgressCallback``); ``finishing_time``
 turns the trials' costs into wall time on a number of workers, for that ETA and for ``--dry-run``."""
 
 from __future__ import annotations
@@ -24,12 +24,9 @@ def row_work(trials: list[Trial], stats: dict) -> dict[str, float]:
     ``study.execution.study_data.prepare_data``. A row whose model cannot be built is left out: its trials fail
     with their own error, and the ETA prices it as it did before."""
     # torch loads only where a model is built or timed, not when the driver starts
-    import torch
-
-    # torch loads only where a model is built or timed, not when the driver starts
     from nmt.benchmarks.models import forward_flops_per_token
     from nmt.config import config_from_dict
-    from nmt.model import build_model
+    from nmt.model import build_model_shapes
 
     length = mean_target_length(stats)
     work: dict[str, float] = {}
@@ -38,8 +35,7 @@ def row_work(trials: list[Trial], stats: dict) -> dict[str, float]:
             continue
         try:
             cfg = config_from_dict(trial.config, source=f"row {trial.label}")
-            with torch.device("meta"):
-                model = build_model(cfg.model, stats["src_vocab"], stats["tgt_vocab"])
+            model = build_model_shapes(cfg.model, stats["src_vocab"], stats["tgt_vocab"])
             work[trial.label] = float(forward_flops_per_token(model, length))
         except (UserError, ValueError, TypeError, RuntimeError, NotImplementedError):
             continue

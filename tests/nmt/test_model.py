@@ -10,15 +10,19 @@ Modules covered here: ``nmt.cells.fsmn``, ``nmt.decoders``, ``nmt.decoders.base`
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from nmt.config import load_config
-from nmt.model import Seq2Seq
+from nmt.model import Seq2Seq, build_model_shapes
 from nmt.search import beam_search, greedy_decode
 from nmt.units import units
 
+ROOT = Path(__file__).resolve().parents[2]
 V = 23
 MODELS = {
     "lstm": ["model.cell=lstm"],
@@ -252,6 +256,23 @@ def test_gru_parameter_count_by_hand():
     generator = E * V + V
     assert model.parameter_count == embeddings + encoder + decoder_cell + attention + init + deep_output + generator
     assert model.weight_matrices == 6
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_shapes_only_build_has_every_parameter_of_the_built_model_and_no_values(name):
+    cfg = load_config(None, [*MODELS[name], "model.hidden=8", "model.emb=6"]).model
+    shapes, built = build_model_shapes(cfg, V, V), Seq2Seq(cfg, V, V)
+    assert [(n, p.shape) for n, p in shapes.named_parameters()] == [(n, p.shape) for n, p in built.named_parameters()]
+    assert all(p.is_meta for p in shapes.parameters())
+    assert (shapes.parameter_count, shapes.weight_matrices) == (built.parameter_count, built.weight_matrices)
+
+
+def test_a_shapes_only_build_does_not_load_torch_dynamo():
+    """Why it skips normal_: on the meta device it would import torch._dynamo (seconds of a driver's start)."""
+    code = ("import sys; from nmt.config import load_config; from nmt.model import build_model_shapes; "
+            "build_model_shapes(load_config(None, []).model, 50, 50); print('torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
 
 def test_tied_embeddings_share_one_matrix():
