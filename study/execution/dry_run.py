@@ -40,7 +40,7 @@ WARM_UP_STEPS = 2  # the first steps allocate and are left out
 STEPS_TIMED = 8
 
 
-def time_row(config: dict, stats: dict, corpora: dict | None = None) -> dict:
+def time_row(config: dict, corpora: dict | None = None) -> dict:
     """Seconds of a training step, a validation pass and the test set's beam search of this row's model,
     and its parameters: the trainer's own code (``nmt.trainer.Trainer``) on the corpus's own batches, steps
     3 to 10 of its first epoch timed, on this machine with the threads one trial gets. ``corpora``: the
@@ -117,7 +117,7 @@ def stored_progress(store: TrialStore, trials: list[Trial], plan: list[Move]) ->
     return progress
 
 
-def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: int, log=print,
+def dry_run(spec: StudySpec, cpus_per_trial: float, concurrency: int, log=print,
             reused: frozenset[str] = frozenset(), stored: dict[str, float | None] | None = None,
             time_limit: float | None = None) -> int:
     """``reused``: keys of trials that --reuse-from would copy; ``stored``: what a resumed run finds
@@ -142,7 +142,7 @@ def dry_run(spec: StudySpec, stats: dict, cpus_per_trial: float, concurrency: in
             f"numerics {spec.fields.numerics}")
     torch.set_num_threads(max(1, int(cpus_per_trial)))
     keep_freed_memory()  # as the trial workers do: without it steps run up to a quarter slower
-    costs, priced, capped = _timed_rows(trials, stats, stored, log)
+    costs, priced, capped = _timed_rows(trials, stored, log)
     trials_total = spec.fields.search.num_samples if spec.kind == "search" else len(trials)
     if spec.kind == "search":  # the base config's cost for every sample
         costs = [sum(costs) / max(1, len(costs))] * trials_total
@@ -206,7 +206,7 @@ def _budget_text(spec: StudySpec) -> str:
     return ", ".join(parts) or "the base config"
 
 
-def _timed_rows(trials: list[Trial], stats: dict, stored: dict[str, float | None],
+def _timed_rows(trials: list[Trial], stored: dict[str, float | None],
                 log) -> tuple[list[float], set[float], list[tuple[float, float]]]:
     """Each trial's seconds, in the grid's order as the workers take them, from one timing of its row
     (a line per row), the epochs the plateau-stopped rows are priced at, and each trial's (seconds until
@@ -221,7 +221,7 @@ def _timed_rows(trials: list[Trial], stats: dict, stored: dict[str, float | None
     corpora: dict = {}
     log(f"{'row':<32} {'trials':>6} {'params':>9} {'step':>8} {'epoch':>8} {'trial':>8}")
     for label, group in rows.items():
-        timing = time_row(group[0].config, stats, corpora)
+        timing = time_row(group[0].config, corpora)
         epoch, trial = trial_seconds(timing)
         costs += [trial_seconds(timing, stored.get(t.key) or 0.0)[1] for t in group]
         cap = timing.get("cap", timing["epochs"])  # as the run prices it: training and validation, no test decoding

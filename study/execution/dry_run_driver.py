@@ -30,8 +30,7 @@ def dry_run_study(spec: StudySpec, options: RunOptions) -> int:
     options.report.say(f"study {spec.name}: {spec.fields.description}")
     results = options.results_dir().resolve()
     sources = reuse_sources(spec, list(options.what.reuse_from), results)
-    prepared = prepare_data(spec, options.report.say)
-    spec, stats = prepared.spec, prepared.stats
+    spec = prepare_data(spec, options.report.say).spec
     resources = trial_resources(spec, options)
     concurrency = trials_at_once(resources, options)
     check_real_tree(experiment_dir(results, spec.name), "trial store")
@@ -42,7 +41,7 @@ def dry_run_study(spec: StudySpec, options: RunOptions) -> int:
         trials = expand(spec)
         stored = left_to_train(spec, options, exp_dir, trials, results_root) if options.continues else None
         reused = reusable_keys(trials, sources, store)
-    return dry_run(spec, stats, resources["cpu"], concurrency, log=options.report.say, reused=reused, stored=stored,
+    return dry_run(spec, resources["cpu"], concurrency, log=options.report.say, reused=reused, stored=stored,
                    time_limit=options.how.time_limit)
 
 

@@ -44,7 +44,7 @@ def test_the_dry_run_of_a_plateau_study_prices_its_trials_at_the_midpoint_and_sa
     from nmt.config import config_from_dict
     from study.execution import dry_run as dry_run_module
 
-    def one_second_epochs(config: dict, stats: dict, corpora: dict) -> dict:  # every row: a 1-second epoch, no test
+    def one_second_epochs(config: dict, corpora: dict) -> dict:  # every row: a 1-second epoch, no test
         train = config_from_dict(config, source="test").train
         return {"params": 1, "step_s": 1.0, "valid_s": 0.0, "beam_s": 0.0, "steps_per_epoch": 1,
                 "epochs": dry_run_module.priced_epochs(train), "cap": train.max_epochs, "test_pairs": 0}
@@ -52,7 +52,7 @@ def test_the_dry_run_of_a_plateau_study_prices_its_trials_at_the_midpoint_and_sa
     monkeypatch.setattr(dry_run_module, "time_row", one_second_epochs)
     spec = load_study("cells", ["seeds=1", "budget.epochs=11", "budget.stop=plateau", "budget.min_epochs=5"])
     lines: list[str] = []
-    assert dry_run_module.dry_run(spec, {}, 1, 2, log=lines.append) == 0
+    assert dry_run_module.dry_run(spec, 1, 2, log=lines.append) == 0
     rows = len(spec.fields.grid["model.cell"])
     assert "budget per trial: epochs 11, min_epochs 5, stop plateau;" in lines[0]
     estimate = lines[-1]
@@ -62,10 +62,10 @@ def test_the_dry_run_of_a_plateau_study_prices_its_trials_at_the_midpoint_and_sa
     assert "early stopping ends trials sooner" not in estimate
     lines.clear()
     patience = load_study("cells", ["seeds=1", "budget.epochs=11", "budget.stop=patience"])
-    assert dry_run_module.dry_run(patience, {}, 1, 2, log=lines.append) == 0
+    assert dry_run_module.dry_run(patience, 1, 2, log=lines.append) == 0
     assert f"for {rows} trials ({dry_run_module._clock(rows * 11)} of trial time) at their full epoch budget" in lines[-1]
     lines.clear()
-    assert dry_run_module.dry_run(patience, {}, 1, 2, log=lines.append, time_limit=22 / 3600) == 0
+    assert dry_run_module.dry_run(patience, 1, 2, log=lines.append, time_limit=22 / 3600) == 0
     assert lines[-1].startswith(f"--time-limit {22 / 3600:g}: by these prices 4 of the {rows} trials would end within "
                                 f"it and {rows - 4} wait for --resume")
 
