@@ -18,11 +18,9 @@ from study.analysis.additivity import ablation_additivity, export_additivity
 from study.analysis.claims_table import claims_table, export_claims
 from study.analysis.curves import CURVES_FILE, curves_plot, load_progress, save_progress
 from study.analysis.html_report import write_html_report
-from study.analysis.numerics_note import numerics_note
-from study.analysis.plateau import plateau_by_trial, stopping_note
-from study.analysis.speed_columns import read_speed, with_speed
-from study.analysis.stored_study import table_layout
-from study.analysis.tables import StudyTable, build_table, export
+from study.analysis.speed_columns import read_speed
+from study.analysis.stored_study import study_table
+from study.analysis.tables import StudyTable, export
 from study.analysis.tables import warnings as table_warnings
 from study.spec.expansion import expand, varied_keys
 from study.spec.labels import axis_name, display_value
@@ -60,17 +58,10 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     progress_file = save_progress(records, study_dir)
     progress = load_progress(study_dir)  # before any table is written: a damaged file stops the export here
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
-    layout = table_layout(spec)
-    title = layout.title
-    metric = spec.metrics[0]
-    plateau = plateau_by_trial(progress, metric.name, metric.mode)
-    table = build_table(records, title, layout.reference, references, layout.row_order, layout.planned_seeds, plateau)
-    timing_pass = read_speed(study_dir)
-    table.rows = with_speed(table.rows, timing_pass)
+    table = study_table(spec, records, references, study_dir, progress)
+    title = table.title
     if left_out:
         table.rows.attrs["left_out_note"] = left_out_note(left_out)
-    table.rows.attrs["numerics_note"] = numerics_note(records)
-    table.rows.attrs["stopping_note"] = stopping_note(spec)
     outputs = export(table, study_dir)
     additivity = ablation_additivity(spec, table, records, references)
     if additivity is not None:
@@ -78,7 +69,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     claims = None
     if spec.fields.claims:
         declared = declared_column(read_state(study_dir), spec.fields.claims, str(study_dir / STATE_FILE))
-        claims = claims_table(spec.fields.claims, title, table, records, references, declared, timing_pass)
+        claims = claims_table(spec.fields.claims, title, table, records, references, declared, read_speed(study_dir))
     if claims is not None:
         outputs += export_claims(claims, study_dir)
     if len(table.rows):
