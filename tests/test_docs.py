@@ -246,11 +246,11 @@ def workspace(tmp_path, monkeypatch, cache_dir):
     from nmt.model import build_model
     from study.execution import dry_run
 
-    def untimed_row(config: dict, stats: dict, corpora: dict | None = None) -> dict:
+    def untimed_row(config: dict, corpora: dict | None = None) -> dict:
         cfg = config_from_dict(config, source="dry run")
-        model = build_model(cfg.model, stats["src_vocab"], stats["tgt_vocab"])
+        model = build_model(cfg.model, cfg.data.spm.vocab_size, cfg.data.spm.vocab_size)
         return {"params": sum(p.numel() for p in model.parameters()), "step_s": 0.0, "valid_s": 0.0,
-                "beam_s": 0.0, "steps_per_epoch": 1, "epochs": cfg.train.max_epochs, "test_pairs": stats["test_pairs"]}
+                "beam_s": 0.0, "steps_per_epoch": 1, "epochs": cfg.train.max_epochs, "test_pairs": 1}
 
     monkeypatch.setattr(dry_run, "time_row", untimed_row)
     monkeypatch.chdir(tmp_path)
