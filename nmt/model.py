@@ -137,7 +137,7 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int) -> Seq2Seq:
 
 class _NoNormalInit(TorchFunctionMode):
     """Leaves ``normal_`` initialisations undone: on the meta device there is nothing to fill, and
-    PyTorch's meta ``normal_`` goes through a decomposition that imports ``torch._dynamo`` (about 3 s of
+    PyTorch's meta ``normal_`` goes through a decomposition that imports ``torch._dynamo`` (about 2 s of
     CPU in a study driver that builds a model only to count its parameters)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):

@@ -58,7 +58,8 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     progress_file = save_progress(records, study_dir)
     progress = load_progress(study_dir)  # before any table is written: a damaged file stops the export here
     records = load_saved_records(study_dir)  # the tables read exactly what is kept next to them
-    table = study_table(spec, records, references, study_dir, progress)
+    timing_pass = read_speed(study_dir)
+    table = study_table(spec, records, references, timing_pass, progress)
     title = table.title
     if left_out:
         table.rows.attrs["left_out_note"] = left_out_note(left_out)
@@ -69,7 +70,7 @@ def write_exports(spec: StudySpec, records: list[dict], references: list[str] | 
     claims = None
     if spec.fields.claims:
         declared = declared_column(read_state(study_dir), spec.fields.claims, str(study_dir / STATE_FILE))
-        claims = claims_table(spec.fields.claims, title, table, records, references, declared, read_speed(study_dir))
+        claims = claims_table(spec.fields.claims, title, table, records, references, declared, timing_pass)
     if claims is not None:
         outputs += export_claims(claims, study_dir)
     if len(table.rows):

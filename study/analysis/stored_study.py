@@ -44,18 +44,18 @@ def table_layout(spec: StudySpec) -> TableLayout:
                        dict(Counter(t.label for t in trials)))
 
 
-def study_table(spec: StudySpec, records: list[dict], references: list[str] | None, study_dir: Path,
+def study_table(spec: StudySpec, records: list[dict], references: list[str] | None, timing_pass: dict | None,
                 progress) -> StudyTable:
     """A study's table as its run writes it and every reader shows it: the records' rows in the layout's
     order against its reference row, the plateau marks from ``progress`` (the epochs' records; None when
-    not kept), the speed columns of the study's timing pass where it has one, and the numerics and
-    stopping notes."""
+    not kept), the speed columns of ``timing_pass`` (``read_speed``; None without one), and the numerics
+    and stopping notes."""
     layout = table_layout(spec)
     metric = spec.metrics[0]
     plateau = plateau_by_trial(progress, metric.name, metric.mode)
     table = build_table(records, layout.title, layout.reference, references, layout.row_order, layout.planned_seeds,
                         plateau)
-    table.rows = with_speed(table.rows, read_speed(study_dir))
+    table.rows = with_speed(table.rows, timing_pass)
     table.rows.attrs["numerics_note"] = numerics_note(records)
     table.rows.attrs["stopping_note"] = stopping_note(spec)
     return table
@@ -76,7 +76,8 @@ class StoredStudy:
 
     def table(self) -> StudyTable:
         """The study's own table, significance columns included (what its table.md shows)."""
-        return study_table(self.spec, self.records, self.references, self.directory, load_progress(self.directory))
+        return study_table(self.spec, self.records, self.references, read_speed(self.directory),
+                           load_progress(self.directory))
 
     def row_labels(self) -> list[str]:
         """The table's rows in order (no significance test is run for this)."""
