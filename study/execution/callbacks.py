@@ -266,7 +266,9 @@ class ProgressCallback(tune.Callback):
         if not force and now - self.last_line < self.every:
             return
         self.last_line = now
-        running = sum(t.status == "RUNNING" and t.trial_id not in self.finished for t in trials)
+        # a trial finished before this run is RUNNING only while Tune replays its stored result: not training
+        running = sum(t.status == "RUNNING" and t.trial_id not in self.finished
+                      and _trial_key(t)[0] not in self.finished_before for t in trials)
         ended = list(self.finished.values()) + [metrics.get("status", "ok") for key, metrics in
                                                 self.finished_before.items() if key not in self.ended_keys]
         done = len(ended)

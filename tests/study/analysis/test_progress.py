@@ -78,6 +78,18 @@ def test_trials_finished_before_a_resume_count_as_done_from_the_first_line(capsy
     assert _eta_seconds(last[-1]) == 2 * 7000  # mean over the three finished now; 3 trials on 2 workers
 
 
+def test_a_trial_replayed_from_an_earlier_run_is_not_counted_as_running(capsys):
+    # Tune marks a finished trial RUNNING while it replays the stored result; nothing trains
+    before = {"key0": {"status": "ok", "valid_bleu": 31.0, "elapsed_seconds": 7000.0, "label": "GRU"}}
+    progress = ProgressCallback(total=3, metric=BLEU, concurrency=2, every=0.0, finished_before=before)
+    trials = [_trial("0", seed=0), _trial("1", seed=1), _trial("2", seed=2, status="PENDING")]
+    progress.on_trial_start(0, trials, trials[0])
+    assert "trials: 1 running, 1/3 done" in capsys.readouterr().out.strip().splitlines()[-1]
+    progress.on_trial_result(0, trials, trials[0], {**before["key0"], "final": 1})
+    progress.on_trial_complete(0, trials, trials[0])
+    assert "trials: 1 running, 1/3 done" in capsys.readouterr().out.strip().splitlines()[-1]
+
+
 def test_the_last_trials_cost_their_own_length_not_a_share_of_the_workers(capsys):
     # a resumed study on 2 workers whose one unfinished trial trains again from its start (a clone
     # without its checkpoint): the ETA is that trial's length, not half of it
