@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt.errors import UserError
+from nmt.typed_config import bounds_text, in_bounds
 
 SMOKE_RESULTS = Path("results") / "smoke"
 
@@ -31,11 +32,12 @@ def print_line(line: str) -> None:
 
 
 def option(default: Any, help: str, kind: type = str, *, flag: str | None = None, metavar: str | None = None,
-           minimum: float | None = None, repeated: bool = False):
+           ge: float | None = None, gt: float | None = None, repeated: bool = False):
     """A field that is an option of study.run: ``flag`` (default: ``--`` and the field's name with dashes),
-    ``kind`` (its type on the command line and in Python: bool, int, float, str or Path), ``minimum`` (the
-    range checked for every caller), ``repeated`` (a tuple of values, the flag given once per value)."""
-    meta = {"help": help, "kind": kind, "flag": flag, "metavar": metavar, "minimum": minimum, "repeated": repeated}
+    ``kind`` (its type on the command line and in Python: bool, int, float, str or Path), ``ge`` / ``gt`` (its
+    bounds, as ``nmt.typed_config.setting`` declares a config key's, checked for every caller), ``repeated`` (a
+    tuple of values, the flag given once per value)."""
+    meta = {"help": help, "kind": kind, "flag": flag, "metavar": metavar, "ge": ge, "gt": gt, "repeated": repeated}
     return field(default=default, metadata=meta)
 
 
@@ -62,7 +64,7 @@ class StudyChoice:
                                              "seed and data - so they are not trained twice; repeatable",
                                          metavar="STUDY", repeated=True)
     max_trials: int | None = option(None, "refuse a study of more than N trials (default: 2000, against typos such as "
-                                          "seeds: 100000000)", int, metavar="N", minimum=1)
+                                          "seeds: 100000000)", int, metavar="N", ge=1)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class ResultsPlace:
                                                "unrenewed, by the store's clock (default: 120; the driver renews it "
                                                "every third of that): a driver that died frees the study after this "
                                                "long, and one that could not renew it for this long stops", float,
-                                         metavar="SECONDS", minimum=3)
+                                         metavar="SECONDS", ge=3)
     tracking_uri: str | None = option(None, "MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else "
                                                         "sqlite:///<results>/mlflow.db)", metavar="URI")
     log_models: bool = option(False, "also log each finished trial's best model to its MLflow run (best.pt, its "
@@ -98,16 +100,16 @@ class Execution:
                                  "the old epoch budget stopped continue from their final checkpoints, the new ones "
                                  "train", bool)
     fresh: bool = option(False, "delete the study's previous results and start over", bool)
-    cpus: int | None = option(None, "CPUs of the local Ray instance (default: all)", int, metavar="N", minimum=1)
-    max_concurrent: int | None = option(None, "at most this many trials at once", int, metavar="N", minimum=1)
+    cpus: int | None = option(None, "CPUs of the local Ray instance (default: all)", int, metavar="N", ge=1)
+    max_concurrent: int | None = option(None, "at most this many trials at once", int, metavar="N", ge=1)
     gpus_per_trial: float | None = option(None, "GPU share per trial, e.g. 0.25 (default: the study's)", float,
-                                          metavar="SHARE", minimum=0)
+                                          metavar="SHARE", ge=0)
     time_limit: float | None = option(None, "the hours this run may take: a trial starts, or continues from its "
                                              "checkpoint, only if its row's longest trial so far says it ends within "
                                              "them (before any trial has finished: while time is left); the trials "
                                              "under way finish, and --resume continues the rest (grids and ablations "
                                              "without ASHA; leave a margin: the price is an estimate)", float,
-                                       metavar="HOURS")
+                                       metavar="HOURS", gt=0)
     address: str | None = option(None, "join an existing Ray cluster (e.g. 10.0.0.5:6379 or auto) instead of "
                                         "starting a local one", metavar="HOST:PORT")
 
@@ -158,8 +160,8 @@ class RunOptions:
             value = getattr(getattr(self, group), name)
             if meta["kind"] is float and value is not None and not math.isfinite(value):
                 raise UserError(f"{flag_of(name, meta)} {value}: must be a finite number")
-            if meta["minimum"] is not None and value is not None and value < meta["minimum"]:
-                raise UserError(f"{flag_of(name, meta)} {value:g}: must be >= {meta['minimum']:g}")
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not in_bounds(value, meta):
+                raise UserError(f"{flag_of(name, meta)} {value:g}: {bounds_text(meta)}")
         if self.how.fresh and self.continues:
             flag = "--resume" if self.how.resume else "--extend"
             raise UserError(f"{flag} and --fresh exclude each other: continue the study, or start it over")
@@ -168,8 +170,6 @@ class RunOptions:
                             "store; remove the study's objects there yourself, or choose another prefix")
         if self.what.langs and not self.what.data_dir:
             raise UserError("--langs needs --data-dir (the directory of the corpus)")
-        if self.how.time_limit is not None and self.how.time_limit <= 0:
-            raise UserError(f"--time-limit {self.how.time_limit:g}: must be more than 0 hours")
         if self.where.lease_seconds is not None and not self.where.storage:
             raise UserError("--lease-seconds needs --storage (the lease lives in the object store)")
 

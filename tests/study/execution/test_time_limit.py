@@ -74,7 +74,7 @@ def test_unpriced_trials_start_while_time_is_left_and_none_once_it_passed():
 
 
 def test_the_option_is_checked_and_refused_for_a_search(tmp_path):
-    with pytest.raises(UserError, match=r"--time-limit 0: must be more than 0 hours"):
+    with pytest.raises(UserError, match=r"--time-limit 0: must be > 0"):
         RunOptions(how=Execution(time_limit=0.0)).check()
     RunOptions(how=Execution(time_limit=2.5)).check()
     path = tmp_path / "s.yaml"
@@ -108,7 +108,7 @@ def test_bad_limits_are_one_line_and_exit_2_before_anything_runs(tmp_path):
 
     path = tmp_path / "s.yaml"
     path.write_text(search_study("s", "    train.lr: {type: loguniform, low: 1.0e-4, high: 1.0e-2}", samples=2))
-    for args, message in (((str(path), "--time-limit", "-1"), "--time-limit -1: must be more than 0 hours"),
+    for args, message in (((str(path), "--time-limit", "-1"), "--time-limit -1: must be > 0"),
                           ((str(path), "--time-limit", "nan"), "--time-limit nan: must be a finite number"),
                           ((str(path), "--time-limit", "2", "--dry-run"), "--time-limit holds back grid trials only")):
         result = in_process(*args, "--results", str(tmp_path / "results"))

@@ -69,6 +69,8 @@ def test_the_parser_run_study_and_its_help_are_derived_from_the_declarations():
     ({"max_trials": 0}, "--max-trials 0: must be >= 1"),
     ({"max_concurrent": -1}, "--max-concurrent -1: must be >= 1"),
     ({"gpus_per_trial": -0.5}, "--gpus-per-trial -0.5: must be >= 0"),
+    ({"time_limit": 0.0}, "--time-limit 0: must be > 0"),
+    ({"storage": "s3://lab/x", "lease_seconds": 2.0}, "--lease-seconds 2: must be >= 3"),
     ({"resume": True, "fresh": True}, "--resume and --fresh exclude each other"),
     ({"extend": True, "fresh": True}, "--extend and --fresh exclude each other"),
     ({"fresh": True, "storage": "s3://lab/x"}, "--fresh with --storage s3://lab/x: the tool deletes nothing"),
