@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from nmt.errors import UserError
 from nmt.memory import malloc_env
 from nmt.numerics import numerics_env
-from study.execution.tracking import StudyTracker, sqlite_file
+from study.execution.sqlite_store import sqlite_file
+from study.execution.tracking import StudyTracker
 from study.spec.model import StudySpec
 from study.spec.options import RunOptions
 from study.store.object_store import worker_env

@@ -10,7 +10,8 @@ import contextlib
 from pathlib import Path
 
 from study.execution.study_run import StudyRun
-from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri, source_tags
+from study.execution.mlflow_entities import source_tags
+from study.execution.tracking import RESULTS_TAG, StudyTracker, default_tracking_uri
 from study.spec.expansion import study_axes
 from study.spec.options import RunOptions
 from study.store.provenance import environment

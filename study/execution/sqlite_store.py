@@ -11,10 +11,15 @@ version, holding nothing to lose), which is moved aside and built anew; one with
 user's store of another MLflow version, which is left as it is and refused in one line. Nothing
 is deleted but this module's own temporary files: the trial store is the source of truth, and
 a study logs its runs again into a new store (``StudyTracker.reconcile``).
+
+Here too: the database file a ``sqlite:///`` URI names, and the file lock that serialises two
+drivers' first contact with one new store.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import sqlite3
@@ -63,7 +68,7 @@ def stored_schema(database: Path) -> tuple[str | None, int]:
 
 def ensure_store(database: Path, log=print) -> None:
     """Make ``database`` a complete store of the installed MLflow, or refuse in one line. Called
-    under the store's lock (``study.execution.tracking._store_lock``), before MLflow first touches it."""
+    under the store's lock (``store_lock``), before MLflow first touches it."""
     database = Path(database)
     for leftover in database.parent.glob(f".{database.name}{CREATING}*"):
         leftover.unlink(missing_ok=True)  # a store a killed driver was building: this module's own file
@@ -111,3 +116,28 @@ def _free_name(path: Path) -> Path:
         number += 1
         candidate = path.with_name(f"{path.name}-{number}")
     return candidate
+
+
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a SQLite store's URI (None for any other store)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return Path(uri[len("sqlite:///"):].split("?", 1)[0])
+
+
+@contextlib.contextmanager
+def store_lock(uri: str):
+    """Two studies creating the same new SQLite store at once would race on its schema
+    migration; a file lock next to the database serialises that first contact."""
+    database = sqlite_file(uri)
+    if database is None:
+        yield
+        return
+    path = database.with_name(database.name + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -28,14 +28,8 @@ Default store: SQLite under ``results/`` (never the ``./mlruns`` file store).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import getpass
-import hashlib
-import json
 import logging
 import os
-import re
 import socket
 import time
 from collections.abc import Callable
@@ -44,10 +38,10 @@ from pathlib import Path
 from nmt.errors import UserError
 from nmt.typed_config import flatten
 from study.analysis.tables import still_improving
-from study.execution.sqlite_store import ensure_store
+from study.execution.mlflow_entities import corpus_input, metric_label, mlflow_params, mlflow_tags, tag_value, varied_values
+from study.execution.sqlite_store import ensure_store, sqlite_file, store_lock
 from study.spec.metrics import logged_at_end, logged_each_epoch, row_logged
 from study.spec.options import print_line
-from study.spec.portable import portable_data
 from study.store.trial_store import reported_at
 
 log = logging.getLogger(__name__)
@@ -127,7 +121,7 @@ class StudyTracker:
         """Reach the store and find or create the study's experiment; one clear error if unreachable."""
         _quiet_mlflow()
         try:
-            with _store_lock(self.uri):
+            with store_lock(self.uri):
                 if sqlite_file(self.uri) is not None:
                     ensure_store(sqlite_file(self.uri), log=self.say)
                 self._find_or_create_experiment()
@@ -157,7 +151,7 @@ class StudyTracker:
                     raise LookupError("deleted")
                 self.client.update_run(parent_id, status="RUNNING")
                 self.parent_id = parent_id
-                self._safe(self.client.log_batch, parent_id, tags=_tags({**self.run_tags, "driver": _driver()}))
+                self._safe(self.client.log_batch, parent_id, tags=mlflow_tags({**self.run_tags, "driver": _driver()}))
                 return parent_id
             except Exception:
                 log.warning("the parent run %s of this study is gone; opening a new one", parent_id)
@@ -167,7 +161,7 @@ class StudyTracker:
                                            "driver": _driver(), "mlflow.note.content": note,
                                            "varied": ", ".join(self.varied), **self.run_tags})
         self.parent_id = run.info.run_id
-        self._safe(self.client.log_batch, self.parent_id, params=_params(params))
+        self._safe(self.client.log_batch, self.parent_id, params=mlflow_params(params))
         if parent_id is not None:
             self._retire_children_of(parent_id)
         return self.parent_id
@@ -232,7 +226,7 @@ class StudyTracker:
                     self.client.update_run(run_id, status="RUNNING")
             else:
                 flat = flatten(config)
-                varied = _varied_values(flat, self.varied)
+                varied = varied_values(flat, self.varied)
                 run = self.client.create_run(self.experiment_id, run_name=f"{label} seed {seed}", tags={
                     "mlflow.parentRunId": self.parent_id, "study": self.study, "trial_key": key,
                     "config_hash": key, "label": label, "seed": str(seed), "status": "running", "varied": varied,
@@ -240,7 +234,7 @@ class StudyTracker:
                                            + (f": {varied}" if varied else ""), **self.run_tags})
                 run_id = run.info.run_id
                 self._created.add(run_id)
-                self.client.log_batch(run_id, params=_params({k: v for k, v in flat.items() if v is not None}))
+                self.client.log_batch(run_id, params=mlflow_params({k: v for k, v in flat.items() if v is not None}))
                 if isinstance(config.get("data"), dict):
                     self._safe(self.client.log_inputs, run_id, datasets=[corpus_input(config["data"])])
         except Exception as err:
@@ -292,12 +286,12 @@ class StudyTracker:
         now = int(time.time() * 1000)
         batch = [Metric(k, float(metrics[k]), now, 0) for k in FINAL_LOGGED
                  if isinstance(metrics.get(k), (int, float)) and not isinstance(metrics[k], bool)]
-        facts = {k: _fact(v) for k, v in metrics.items() if k not in FINAL_LOGGED and k not in EPOCH_LOGGED
+        facts = {k: tag_value(v) for k, v in metrics.items() if k not in FINAL_LOGGED and k not in EPOCH_LOGGED
                  and k not in NOT_TAGGED and v is not None}
         facts.update(status=record["status"], still_improving=str(still_improving(record)).lower())
         if record.get("error"):
             facts["error"] = record["error"][:5000]
-        self._safe(self.client.log_batch, run_id, metrics=batch, tags=_tags(facts))
+        self._safe(self.client.log_batch, run_id, metrics=batch, tags=mlflow_tags(facts))
         for path in artifacts:
             if path.is_file():
                 self._safe(self.client.log_artifact, run_id, str(path))
@@ -371,7 +365,7 @@ class StudyTracker:
         now = int(time.time() * 1000)
         batch, names = [], set()
         for index, row in rows.iterrows():
-            name = _metric_label(str(row["label"]))
+            name = metric_label(str(row["label"]))
             if name in names:  # two labels that differ only in characters MLflow drops
                 name = f"{name} #{index + 1}"
             names.add(name)
@@ -432,73 +426,6 @@ class StudyTracker:
                   flush=True)
 
 
-def _params(flat: dict) -> list:
-    # MLflow loads when tracking starts (seconds of start-up), not with the checks before it
-    from mlflow.entities import Param
-
-    return [Param(str(k)[:250], str(v)[:6000]) for k, v in flat.items()]
-
-
-def _tags(tags: dict) -> list:
-    # MLflow loads when tracking starts (seconds of start-up), not with the checks before it
-    from mlflow.entities import RunTag
-
-    return [RunTag(str(k)[:250], str(v)[:5000]) for k, v in tags.items()]
-
-
-def _fact(value) -> str:
-    """A one-off number as a tag reads as written in the table (4 beams, not 4.0)."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _varied_values(flat: dict, keys: list[str]) -> str:
-    """"model.cell=gru, model.enc_layers=2": this trial's values of the keys the study varies."""
-    return ", ".join(f"{key}={flat.get(key)}" for key in keys if key in flat)
-
-
-def _metric_label(label: str) -> str:
-    """A row label as MLflow allows in a metric name (letters, digits, _ - . : / and spaces; no
-    path tricks): other characters are dropped, spaces squeezed."""
-    kept = re.sub(r"[^\w\-. :]", " ", label)
-    kept = re.sub(r"\.{2,}", ".", " ".join(kept.split()))
-    return kept.strip(" .")[:200] or "row"  # MLflow refuses names over 250 characters
-
-
-def corpus_input(data: dict):
-    """A trial's corpus as an MLflow dataset input (context "training"): its data block with every file
-    named by the digest of its content (``study.spec.portable``), so two runs on the same corpus show the
-    same dataset and digest in the UI whatever path it was read from."""
-    # MLflow loads when tracking starts (seconds of start-up), not with the checks before it
-    from mlflow.entities import Dataset, DatasetInput, InputTag
-
-    view = portable_data(data)
-    text = json.dumps(view, sort_keys=True, default=str)
-    files = [str(name).partition("@")[0] for name in (view.get("train") or [])]
-    name = " + ".join(files) if files else f"{view.get('preset') or 'corpus'} (size {view.get('size')})"
-    dataset = Dataset(name=name, digest=hashlib.sha256(text.encode()).hexdigest()[:16], source_type="local",
-                      source=text)
-    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", "training")])
-
-
-def source_tags(study_file: str, commit: str) -> dict[str, str]:
-    """MLflow's standard tags of where a run comes from, which its UI shows as Source, Version and User:
-    the study file, the code's git commit (left out when unknown; a dirty tree's commit is the one its
-    changes start from, the ``git_commit`` tag says "+dirty") and the user."""
-    tags = {"mlflow.source.type": "LOCAL", "mlflow.source.name": study_file, "mlflow.user": _user()}
-    if commit != "unknown":
-        tags["mlflow.source.git.commit"] = commit.removesuffix("+dirty")
-    return tags
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (a container's)
-        return f"uid {os.getuid()}"
-
-
 def _driver() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -506,31 +433,6 @@ def _driver() -> str:
 def _one_line(err: Exception) -> str:
     text = " ".join(str(err).split()) or type(err).__name__
     return text[:300]
-
-
-def sqlite_file(uri: str) -> Path | None:
-    """The database file of a SQLite store's URI (None for any other store)."""
-    if not uri.startswith("sqlite:///"):
-        return None
-    return Path(uri[len("sqlite:///"):].split("?", 1)[0])
-
-
-@contextlib.contextmanager
-def _store_lock(uri: str):
-    """Two studies creating the same new SQLite store at once would race on its schema
-    migration; a file lock next to the database serialises that first contact."""
-    database = sqlite_file(uri)
-    if database is None:
-        yield
-        return
-    path = database.with_name(database.name + ".lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _quiet_mlflow() -> None:
