@@ -172,41 +172,76 @@ def machine_name() -> str:
 
 
 def measure_as_trials_run(configs: dict[str, dict], batches: int, sentences: int, repeats: int, threads: int,
-                          numerics: str) -> dict:
+                          numerics: str, say: Callable[[str], None] = print) -> dict:
     """``measure`` in a new process that starts as a trial worker does, with the study's numerics in its
     environment from its first instruction (``apply_numerics`` here sets it; the child inherits it): MKL takes
     its code path from ``MKL_CBWR`` once, at its first call, so a process that has computed anything keeps the
     path it took then (in this one, loading the study can have), and a pass timed there would run other kernels
     than the trials (on an AVX-512 Xeon, portable numerics' training ran at a quarter of the native speed).
-    Returns the rows, the child's numerics record and what it said."""
+    The child's progress lines reach ``say`` as it writes them. Returns the rows, the child's numerics record
+    and its malloc settings."""
     # multiprocessing's spawn starts a fresh interpreter: nothing of this process's kernels carries over
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
     apply_numerics(numerics, strict=False)  # the environment the child starts with
+    context = multiprocessing.get_context("spawn")
+    lines = context.Queue()
     try:
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            return pool.submit(_measure_here, configs, batches, sentences, repeats, threads, numerics).result()
+        with ProcessPoolExecutor(1, mp_context=context, initializer=_say_through, initargs=(lines,)) as pool:
+            timing = pool.submit(_measure_here, configs, batches, sentences, repeats, threads, numerics)
+            _relay(lines, timing, say)
+            return timing.result()
     except BrokenProcessPool:
         raise UserError("the timing pass's process ended without a result (killed, out of memory, or a script that "
                         "calls study.api.time_study outside an if __name__ == '__main__' block, which a new "
                         "process runs again); fewer --batches or --sentences need less memory") from None
+    finally:
+        lines.close()
+
+
+_LINES = None  # in the timing pass's process: the queue its progress lines go to (``_say_through``)
+_DONE = None  # the last item the child puts: no more lines
+
+
+def _say_through(lines) -> None:
+    global _LINES
+    _LINES = lines
+
+
+def _relay(lines, timing, say: Callable[[str], None]) -> None:
+    """The child's lines to ``say`` until its end mark, or until it ended without one (it died, or failed before
+    its first line)."""
+    import queue
+
+    while True:
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            if timing.done() and timing.exception() is not None:
+                return
+            continue
+        if line is _DONE:
+            return
+        say(line)
 
 
 def _measure_here(configs: dict[str, dict], batches: int, sentences: int, repeats: int, threads: int,
                   numerics: str) -> dict:
     """The child of ``measure_as_trials_run``: numerics checked (strictly: nothing has computed yet), one
-    trial's threads, freed memory kept as the trial workers keep it."""
+    trial's threads, freed memory kept as the trial workers keep it; each progress line sent as it is written."""
     # the child's torch, after the numerics are set
     import torch
 
-    apply_numerics(numerics, "the timing pass", strict=True)
-    torch.set_num_threads(threads)
-    kept = keep_freed_memory()
-    lines: list[str] = []
-    rows = measure(configs, batches, sentences, repeats, log=lines.append)
-    return {"rows": rows, "numerics": numerics_record(numerics), "malloc": kept, "lines": lines}
+    try:
+        apply_numerics(numerics, "the timing pass", strict=True)
+        torch.set_num_threads(threads)
+        kept = keep_freed_memory()
+        rows = measure(configs, batches, sentences, repeats, log=_LINES.put)
+        return {"rows": rows, "numerics": numerics_record(numerics), "malloc": kept}
+    finally:
+        _LINES.put(_DONE)
 
 
 def time_study(name: str, results: Path, threads: int, batches: int, sentences: int, repeats: int,
@@ -228,10 +263,8 @@ def time_study(name: str, results: Path, threads: int, batches: int, sentences: 
     say(f"timing {len(configs)} rows of {name} on {machine_name()} with {threads} torch thread"
         f"{'s' if threads != 1 else ''} and numerics {numerics}, in a new process")
     started = time.perf_counter()
-    timed = measure_as_trials_run(configs, batches, sentences, repeats, threads, numerics)
+    timed = measure_as_trials_run(configs, batches, sentences, repeats, threads, numerics, say=say)
     rows = timed["rows"]
-    for line in timed["lines"]:
-        say(line)
     for row in rows:
         say(f"  {row['label']:<40} {row['train_tokens_per_s']:>9,.0f} train tok/s {row['decode_words_per_s']:>9,.0f} "
             f"decode w/s")

@@ -4,9 +4,15 @@ Modules covered here: ``study.analysis.speed_columns`` and ``study.execution.row
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
+import queue
+import threading
+import time
+from concurrent.futures import Future
 
 import pandas as pd
 import pytest
@@ -43,9 +49,44 @@ def stored(tmp_path_factory, cache_dir):
                for t in expand(spec)]
     write_state(study_dir, {"study": spec.name, "spec": spec_to_dict(spec), "request": spec.tree})
     write_exports(spec, records, None, study_dir)
-    assert run_main(main, [spec.name, "--results", str(results), "--batches", "1", "--sentences", "3",
-                           "--repeats", "2"]) == 0
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        assert run_main(main, [spec.name, "--results", str(results), "--batches", "1", "--sentences", "3",
+                               "--repeats", "2"]) == 0
+    SAID[:] = said.getvalue().splitlines()
     return study_dir
+
+
+SAID: list[str] = []  # what the timing pass of ``stored`` printed
+
+
+def test_the_pass_s_progress_lines_come_from_its_process_in_order(stored):
+    rows = [row["label"] for row in json.loads((stored / "speed.json").read_text())["rows"]]
+    first = next(i for i, line in enumerate(SAID) if line.startswith("timing "))
+    child = SAID[first + 1:first + 3 + len(rows)]
+    assert [line.split(":")[0].strip() for line in child[:len(rows)]] == rows, SAID
+    assert child[len(rows)].startswith("training: ") and child[len(rows) + 1].startswith("decoding: "), SAID
+    assert SAID[first + 3 + len(rows)].strip().startswith(f"{rows[0]} ") and "train tok/s" in SAID[first + 3 + len(rows)]
+
+
+def test_a_line_is_relayed_while_the_pass_still_runs_and_the_end_mark_ends_the_relay():
+    from study.execution.row_timing import _DONE, _relay
+
+    lines, timing, said = queue.Queue(), Future(), []
+    relay = threading.Thread(target=_relay, args=(lines, timing, said.append))
+    relay.start()
+    lines.put("  GRU: 10 target tokens")
+    deadline = time.monotonic() + 10
+    while not said and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert said == ["  GRU: 10 target tokens"] and relay.is_alive() and not timing.done()
+    lines.put(_DONE)
+    relay.join(10)
+    assert not relay.is_alive()
+    # a pass that died puts no end mark: the relay ends once its result is an error
+    died = Future()
+    died.set_exception(RuntimeError("killed"))
+    _relay(queue.Queue(), died, said.append)
 
 
 def test_every_row_is_timed_and_the_tables_show_the_pass_not_the_trials(stored):
