@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import queue
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -213,8 +214,6 @@ def _say_through(lines) -> None:
 def _relay(lines, timing, say: Callable[[str], None]) -> None:
     """The child's lines to ``say`` until its end mark, or until it ended without one (it died, or failed before
     its first line)."""
-    import queue
-
     while True:
         try:
             line = lines.get(timeout=0.2)
