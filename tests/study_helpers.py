@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -202,6 +203,34 @@ def is_loopback(address: str) -> bool:
 
     ip = ipaddress.ip_address(address)
     return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
+
+
+@contextlib.contextmanager
+def mlflow_server(tmp_path: Path, env: dict):
+    """An MLflow tracking server on loopback that stores and serves the artifacts (``tmp_path/artifacts``):
+    its URI and its process (a test may kill it); stopped when the block ends."""
+    port = free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "1",
+                               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
+                               "--artifacts-destination", str(tmp_path / "artifacts")],
+                              # without its job runner: seven worker processes the test never uses, on 2 cores
+                              env={**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.time() < deadline, "the MLflow server did not start"
+                time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}", server
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
 
 
 def table_rows(results: Path, name: str, file: str = "table.csv") -> list[dict]:

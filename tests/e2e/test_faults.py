@@ -15,7 +15,6 @@ import re
 import secrets
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from study_helpers import (
     in_process,
     is_loopback,
     listening_addresses,
+    mlflow_server,
     mlflow_runs,
     read_only,
     search_study,
@@ -552,28 +552,12 @@ def test_unreachable_tracking_server_is_one_error_before_any_trial(tmp_path, ray
 
 
 def test_tracking_server_lost_mid_study_costs_only_logging(tmp_path, ray_env):
-    port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "1",
-                               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-                               "--default-artifact-root", str(tmp_path / "artifacts")],
-                              # without its job runner: seven worker processes the test never uses, on 2 cores
-                              env={**ray_env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.5)
+    with mlflow_server(tmp_path, ray_env) as (tracking, server):
         path = tmp_path / "lost.yaml"
         path.write_text(grid_study("lost", TWO_BY_TWO, seeds=1, epochs=3))
         results = tmp_path / "results"
         driver = start_study(str(path), "--cpus", "1", "--results", str(results),
-                             "--tracking-uri", f"http://127.0.0.1:{port}", env=ray_env)
+                             "--tracking-uri", tracking, env=ray_env)
         wait_for(driver, "0/2 done")
         wait_for_unfinished_checkpoint(results / "ray" / "lost")
         os.killpg(server.pid, signal.SIGKILL)
@@ -588,9 +572,6 @@ def test_tracking_server_lost_mid_study_costs_only_logging(tmp_path, ray_env):
         rebuilt = in_process("lost", "--results", str(results), module="study.table")
         assert rebuilt.returncode == 0, rebuilt.stderr
         assert (results / "lost" / "table.md").is_file()
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
 
 
 # --- 9: two studies at once on one SQLite store ----------------------------------------------

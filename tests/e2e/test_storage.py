@@ -24,6 +24,7 @@ from study_helpers import (
     free_port,
     grid_study,
     in_process,
+    mlflow_server,
     search_study,
     skip_if_ray_node_lost,
     start_study,
@@ -182,34 +183,6 @@ def test_fresh_with_storage_is_refused_in_one_line(tmp_path, ray_env):
         "objects there yourself, or choose another prefix")
 
 
-@contextlib.contextmanager
-def mlflow_server(tmp_path: Path, env: dict):
-    """An MLflow tracking server on loopback that stores and serves the artifacts (``tmp_path/artifacts``);
-    its URI."""
-    port = free_port()
-    server = subprocess.Popen([str(Path(sys.executable).parent / "mlflow"), "server", "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "1",
-                               "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-                               "--artifacts-destination", str(tmp_path / "artifacts")],
-                              # without its job runner: seven worker processes the test never uses, on 2 cores
-                              env={**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.time() < deadline, "the MLflow server did not start"
-                time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
-
-
 QUALITY = ("label", "bleu_mean", "bleu_std", "n", "epochs", "best_epoch", "valid_bleu", "chrf")
 
 
@@ -250,7 +223,7 @@ def test_a_worker_node_killed_mid_epoch_hands_its_trial_to_the_other_node_throug
     env = {**ray_env, **s3_env, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
     scratch = tmp_path / "worker" / "scratch"
     places = [(tmp_path / "head", {}), (tmp_path / "worker", {"RNMT_SCRATCH": str(scratch)})]
-    with mlflow_server(tmp_path, env) as tracking, LoopbackCluster(env, nodes=2, places=places) as cluster:
+    with mlflow_server(tmp_path, env) as (tracking, _), LoopbackCluster(env, nodes=2, places=places) as cluster:
         study_file = tmp_path / "driver" / "nodes_s3.yaml"
         study_file.parent.mkdir()
         study_file.write_text(grid_study("nodes_s3", VARIANTS, seeds=1, epochs=8).replace("size: 300,", "size: 600,"))
