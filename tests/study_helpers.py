@@ -205,6 +205,18 @@ def is_loopback(address: str) -> bool:
     return ip.is_loopback or (ip.version == 6 and ip.ipv4_mapped is not None and ip.ipv4_mapped.is_loopback)
 
 
+def wait_until_listening(server: subprocess.Popen, port: int, what: str, timeout: float) -> None:
+    """Until ``server`` accepts connections on the loopback ``port``; fails if it exits or takes longer."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert server.poll() is None and time.time() < deadline, f"{what} did not start"
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def mlflow_server(tmp_path: Path, env: dict):
     """An MLflow tracking server on loopback that stores and serves the artifacts (``tmp_path/artifacts``):
@@ -218,14 +230,7 @@ def mlflow_server(tmp_path: Path, env: dict):
                               env={**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.time() < deadline, "the MLflow server did not start"
-                time.sleep(0.5)
+        wait_until_listening(server, port, "the MLflow server", timeout=120)
         yield f"http://127.0.0.1:{port}", server
     finally:
         if server.poll() is None:

@@ -11,7 +11,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from study_helpers import (
     start_study,
     study,
     table_rows,
+    wait_until_listening,
 )
 
 from study.store.object_store import open_store, take_lease
@@ -286,14 +286,7 @@ def s3_with_credentials(tmp_path: Path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         endpoint = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.time() < deadline, "the moto server did not start"
-                time.sleep(0.2)
+        wait_until_listening(server, port, "the moto server", timeout=60)
         admin = boto3.session.Session(aws_access_key_id="admin", aws_secret_access_key="admin", region_name="us-east-1")
         iam = admin.client("iam", endpoint_url=endpoint)
         iam.create_user(UserName="lab")
