@@ -3,7 +3,9 @@
 Two studies often hold the same trial: the full model of an ablation is one depth of a depth
 study, the twin-gate row of a gate study is one unit of a unit comparison. A trial's key hashes
 everything that decides its result (the resolved config, its seed, the data files by content),
-so a finished trial of OTHER whose key is a key of this study is exactly a trial of this study.
+so a finished trial of OTHER whose key is a key of this study is exactly a trial of this study,
+where both studies compute alike: how the CPU computes (``numerics``) is one setting per study, not
+hashed, and a source study that computed otherwise is refused before anything is written.
 ``--reuse-from`` copies such trials into this study's trial store before any trial starts; they
 are then finished here too and are reported, tabled and tracked like trials this study trained.
 Only finished trials are copied (a copy is staged and renamed into place, like a trial that
@@ -18,9 +20,11 @@ from pathlib import Path
 
 from nmt.errors import UserError
 from nmt.fileio import write_json
+from nmt.numerics import arithmetic, record_arithmetic
 from study.spec.model import StudySpec, Trial
 from study.store.ownership import check_real_tree
 from study.store.records import experiment_dir
+from study.store.resume_checks import LEGACY_NUMERICS
 from study.store.trial_store import TrialStore
 
 COPIED_RECORDS = ("history.json", "progress.json")  # a finished trial's record besides trial.json
@@ -44,8 +48,26 @@ def reuse_sources(spec: StudySpec, names: list[str], results_root: Path) -> dict
                             f"give the name of a study run in the same --results directory")
         check_real_tree(store, "trial store")  # read before anything is written: a bad record is refused now
         TrialStore(store).check_records()
+        _check_same_numerics(spec, name, TrialStore(store))
         sources[name] = store
     return sources
+
+
+def _check_same_numerics(spec: StudySpec, name: str, source: TrialStore) -> None:
+    """A trial's key leaves out how its CPU computed (``numerics`` is checked per study, not hashed), so
+    a source study that computed otherwise would put trials of another arithmetic into this study."""
+    this_run = arithmetic(spec.fields.numerics)
+    for key in source.keys():
+        metrics = source.finished_metrics(key)
+        way = None if metrics is None else record_arithmetic(metrics, LEGACY_NUMERICS)
+        if way is None or way == this_run:
+            continue
+        setting = way.split("-", 1)[0]
+        fix = ("this version computes no other pinning" if setting == spec.fields.numerics else
+               f"add `numerics: {setting}` to {spec.source} before its first trial (or --set numerics={setting})")
+        raise UserError(f"--reuse-from {name}: its trials computed with numerics {way}, and study {spec.name} "
+                        f"computes {this_run}; a study keeps one setting so that its rows compare: {fix}, "
+                        f"or leave out --reuse-from")
 
 
 def reusable_keys(trials: list[Trial], sources: dict[str, Path], store: TrialStore) -> frozenset[str]:

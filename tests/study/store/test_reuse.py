@@ -8,9 +8,10 @@ import json
 import pytest
 from study_helpers import grid_study, mlflow_runs, study, table_rows
 
+from nmt.errors import UserError
 from study.spec.expansion import expand
 from study.spec.loading import load_study
-from study.store.reuse import reuse_finished_trials
+from study.store.reuse import reuse_finished_trials, reuse_sources
 from study.store.trial_store import TrialStore
 
 FIRST = grid_study("units_a", "  - {label: GRU, set: {}}\n  - {label: tanh, set: {model.cell: rnn}}", epochs=1)
@@ -79,3 +80,29 @@ def test_reuse_keeps_a_trial_finished_here_and_copies_only_finished_ones(tmp_pat
     assert target.identity(trials[1].key)["label"] == trials[1].label and target.history(trials[1].key)
     assert target.finished_metrics(trials[2].key) is None and not target.trial_dir(trials[2].key).exists()
     assert not list((tmp_path / "b" / "finished").glob("*.partial"))
+
+
+@pytest.mark.parametrize(("recorded", "study_setting", "refused"), [
+    ({"numerics": "native"}, "portable", "add `numerics: native`"),
+    ({}, "portable", "add `numerics: native`"),  # a record from before the setting: the CPU's own kernels
+    ({"numerics": "portable", "pinning": 1}, "portable", "this version computes no other pinning"),
+    ({"numerics": "portable", "pinning": 2}, "native", "add `numerics: portable`"),
+    ({"numerics": "native"}, "native", None),
+])
+def test_a_source_study_that_computed_otherwise_is_refused_before_anything_is_written(tmp_path, recorded, study_setting,
+                                                                                    refused):
+    spec = load_study("cells", ["seeds=1", f"numerics={study_setting}"])
+    trial = expand(spec)[0]
+    source = TrialStore(tmp_path / "ray" / "units_a")
+    source.start(trial.key, {"key": trial.key, "label": "theirs", "row": 0, "seed": trial.seed, "config": trial.config})
+    (source.run_dir(trial.key) / "checkpoint").mkdir(parents=True)
+    source.finish(trial.key, {"test_bleu": 10.0, **recorded})
+    before = sorted(tmp_path.rglob("*"))
+    if refused is None:
+        assert reuse_sources(spec, ["units_a"], tmp_path) == {"units_a": source.experiment}
+        return
+    with pytest.raises(UserError) as refusal:
+        reuse_sources(spec, ["units_a"], tmp_path)
+    message = str(refusal.value)
+    assert message.startswith("--reuse-from units_a: its trials computed with numerics ") and refused in message
+    assert "\n" not in message and sorted(tmp_path.rglob("*")) == before
