@@ -71,11 +71,18 @@ def check_numerics(spec: StudySpec, exp_dir: Path) -> None:
                         f"({PINNINGS[PINNING].what}); a study keeps one so that "
                         f"its rows compare: start it over with --fresh, or run it under a new name or --results")
     legacy = " (recorded before the setting existed: the CPU's own kernels)" if way == LEGACY_NUMERICS else ""
-    setting = way.split("-", 1)[0]
     raise UserError(f"study {spec.name}: {count} of its finished trials computed with numerics {way}{legacy}, "
                     f"and this run would use {this_run}; a study keeps one setting so that its rows "
-                    f"compare: add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), or start "
-                    f"it over with --fresh")
+                    f"compare: {setting_to_match(way, spec, 'or start it over with --fresh')}")
+
+
+def setting_to_match(way: str, spec: StudySpec, otherwise: str) -> str:
+    """How a study comes to compute as the stored arithmetic ``way``: the ``numerics`` setting that gives it,
+    where this version has one (a portable record of an older pinning has none), and else only ``otherwise``."""
+    setting = way.split("-", 1)[0]
+    if setting not in ("portable", "native") or arithmetic(setting) != way:
+        return f"{otherwise.removeprefix('or ')} (no setting of this version computes {way})"
+    return f"add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), {otherwise}"
 
 
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'

@@ -24,7 +24,7 @@ from nmt.numerics import arithmetic, record_arithmetic
 from study.spec.model import StudySpec, Trial
 from study.store.ownership import check_real_tree
 from study.store.records import experiment_dir
-from study.store.resume_checks import LEGACY_NUMERICS
+from study.store.resume_checks import LEGACY_NUMERICS, setting_to_match
 from study.store.trial_store import TrialStore
 
 COPIED_RECORDS = ("history.json", "progress.json")  # a finished trial's record besides trial.json
@@ -62,12 +62,9 @@ def _check_same_numerics(spec: StudySpec, name: str, source: TrialStore) -> None
         way = None if metrics is None else record_arithmetic(metrics, LEGACY_NUMERICS)
         if way is None or way == this_run:
             continue
-        setting = way.split("-", 1)[0]
-        fix = ("this version computes no other pinning" if setting == spec.fields.numerics else
-               f"add `numerics: {setting}` to {spec.source} before its first trial (or --set numerics={setting})")
         raise UserError(f"--reuse-from {name}: its trials computed with numerics {way}, and study {spec.name} "
-                        f"computes {this_run}; a study keeps one setting so that its rows compare: {fix}, "
-                        f"or leave out --reuse-from")
+                        f"computes {this_run}; a study keeps one setting so that its rows compare: "
+                        f"{setting_to_match(way, spec, 'or leave out --reuse-from')}")
 
 
 def reusable_keys(trials: list[Trial], sources: dict[str, Path], store: TrialStore) -> frozenset[str]:

@@ -188,3 +188,14 @@ def test_a_run_in_a_process_that_computed_before_is_recorded_as_native(tmp_path,
     assert metrics["numerics"] == "native" and metrics["cpu_capability"] != "AVX2"
     err = capsys.readouterr().err
     assert "warning: train.numerics: portable could not be set, since this process computed with torch before" in err
+
+
+def test_a_native_study_with_trials_of_an_older_pinning_is_not_told_to_switch_to_portable(tmp_path):
+    """`numerics: portable` would compute pinning 2, which still differs from the stored pinning 1."""
+    stored = StoredStudy(tmp_path, "older")
+    stored.finish("a", numerics="portable")  # pinning 1: recorded before pinnings were
+    with pytest.raises(UserError) as refusal:
+        stored.check(numerics="native")
+    message = str(refusal.value)
+    assert message.endswith("compare: start it over with --fresh (no setting of this version computes portable-1)")
+    assert "add `numerics" not in message

@@ -85,7 +85,8 @@ def test_reuse_keeps_a_trial_finished_here_and_copies_only_finished_ones(tmp_pat
 @pytest.mark.parametrize(("recorded", "study_setting", "refused"), [
     ({"numerics": "native"}, "portable", "add `numerics: native`"),
     ({}, "portable", "add `numerics: native`"),  # a record from before the setting: the CPU's own kernels
-    ({"numerics": "portable", "pinning": 1}, "portable", "this version computes no other pinning"),
+    ({"numerics": "portable", "pinning": 1}, "portable", "leave out --reuse-from (no setting of this version computes"),
+    ({"numerics": "portable"}, "native", "leave out --reuse-from (no setting of this version computes portable-1)"),
     ({"numerics": "portable", "pinning": 2}, "native", "add `numerics: portable`"),
     ({"numerics": "native"}, "native", None),
 ])
