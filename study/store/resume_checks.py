@@ -52,15 +52,8 @@ LEGACY_NUMERICS = "native"  # a record from before the setting existed: the CPU'
 def check_numerics(spec: StudySpec, exp_dir: Path) -> None:
     """A study keeps one way of computing (nmt.numerics: the setting, and for portable its pinning), so
     that its rows compare: every finished trial must have computed as this run would."""
-    store = TrialStore(exp_dir)
-    used: dict[str, int] = {}
-    for key in store.keys():
-        metrics = store.finished_metrics(key)
-        if metrics is not None:
-            way = record_arithmetic(metrics, LEGACY_NUMERICS)
-            used[way] = used.get(way, 0) + 1
     this_run = arithmetic(spec.fields.numerics)
-    other = {way: count for way, count in used.items() if way != this_run}
+    other = {way: count for way, count in stored_arithmetic(TrialStore(exp_dir)).items() if way != this_run}
     if not other:
         return
     way, count = next(iter(other.items()))
@@ -73,16 +66,28 @@ def check_numerics(spec: StudySpec, exp_dir: Path) -> None:
     legacy = " (recorded before the setting existed: the CPU's own kernels)" if way == LEGACY_NUMERICS else ""
     raise UserError(f"study {spec.name}: {count} of its finished trials computed with numerics {way}{legacy}, "
                     f"and this run would use {this_run}; a study keeps one setting so that its rows "
-                    f"compare: {setting_to_match(way, spec, 'or start it over with --fresh')}")
+                    f"compare: {setting_to_match(way, spec, 'start it over with --fresh')}")
+
+
+def stored_arithmetic(store: TrialStore) -> dict[str, int]:
+    """How many of a trial store's finished trials computed each way (``arithmetic`` names; a record
+    from before the setting existed counts as ``LEGACY_NUMERICS``)."""
+    used: dict[str, int] = {}
+    for key in store.keys():
+        metrics = store.finished_metrics(key)
+        if metrics is not None:
+            way = record_arithmetic(metrics, LEGACY_NUMERICS)
+            used[way] = used.get(way, 0) + 1
+    return used
 
 
 def setting_to_match(way: str, spec: StudySpec, otherwise: str) -> str:
     """How a study comes to compute as the stored arithmetic ``way``: the ``numerics`` setting that gives it,
-    where this version has one (a portable record of an older pinning has none), and else only ``otherwise``."""
+    where this version has one (a portable record of an older pinning has none), or else ``otherwise``."""
     setting = way.split("-", 1)[0]
     if setting not in ("portable", "native") or arithmetic(setting) != way:
-        return f"{otherwise.removeprefix('or ')} (no setting of this version computes {way})"
-    return f"add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), {otherwise}"
+        return f"{otherwise} (no setting of this version computes {way})"
+    return f"add `numerics: {setting}` to {spec.source} (or --set numerics={setting}), or {otherwise}"
 
 
 # what --extend may change in a study: what it varies and how many seeds or samples (the trials'

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from nmt.errors import UserError
 from nmt.fileio import write_json
-from nmt.numerics import arithmetic, record_arithmetic
+from nmt.numerics import arithmetic
 from study.spec.model import StudySpec, Trial
 from study.store.ownership import check_real_tree
 from study.store.records import experiment_dir
-from study.store.resume_checks import LEGACY_NUMERICS, setting_to_match
+from study.store.resume_checks import setting_to_match, stored_arithmetic
 from study.store.trial_store import TrialStore
 
 COPIED_RECORDS = ("history.json", "progress.json")  # a finished trial's record besides trial.json
@@ -47,8 +47,9 @@ def reuse_sources(spec: StudySpec, names: list[str], results_root: Path) -> dict
             raise UserError(f"--reuse-from {name}: {results_root} holds no trial store of study {name} ({store}); "
                             f"give the name of a study run in the same --results directory")
         check_real_tree(store, "trial store")  # read before anything is written: a bad record is refused now
-        TrialStore(store).check_records()
-        _check_same_numerics(spec, name, TrialStore(store))
+        source = TrialStore(store)
+        source.check_records()
+        _check_same_numerics(spec, name, source)
         sources[name] = store
     return sources
 
@@ -57,14 +58,11 @@ def _check_same_numerics(spec: StudySpec, name: str, source: TrialStore) -> None
     """A trial's key leaves out how its CPU computed (``numerics`` is checked per study, not hashed), so
     a source study that computed otherwise would put trials of another arithmetic into this study."""
     this_run = arithmetic(spec.fields.numerics)
-    for key in source.keys():
-        metrics = source.finished_metrics(key)
-        way = None if metrics is None else record_arithmetic(metrics, LEGACY_NUMERICS)
-        if way is None or way == this_run:
-            continue
-        raise UserError(f"--reuse-from {name}: its trials computed with numerics {way}, and study {spec.name} "
+    other = [way for way in stored_arithmetic(source) if way != this_run]
+    if other:
+        raise UserError(f"--reuse-from {name}: its trials computed with numerics {other[0]}, and study {spec.name} "
                         f"computes {this_run}; a study keeps one setting so that its rows compare: "
-                        f"{setting_to_match(way, spec, 'or leave out --reuse-from')}")
+                        f"{setting_to_match(other[0], spec, 'leave out --reuse-from')}")
 
 
 def reusable_keys(trials: list[Trial], sources: dict[str, Path], store: TrialStore) -> frozenset[str]:
